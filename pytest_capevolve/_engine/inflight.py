@@ -229,15 +229,12 @@ class RolloutPool:
         return rollout.future
 
     def _feed(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        rollout: InflightRollout,
-        coroutine: Coroutine[Any, Any, Scored],
+        self, loop: asyncio.AbstractEventLoop, rollout: InflightRollout, coro: Coroutine[Any, Any, Scored]
     ) -> None:
         """Queue a rollout for the loop, waking it only if no wake-up is on its way: a wake-up
         lets go of the GIL, and under CPU contention one per rollout stalled the starting thread."""
         with self._feeding:
-            self._queued.append((rollout, coroutine))
+            self._queued.append((rollout, coro))
             if self._woken:
                 return
             self._woken = True

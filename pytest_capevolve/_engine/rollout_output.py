@@ -47,9 +47,7 @@ class RolloutOutput:
 
     def span(self) -> tuple[float, float] | None:
         """(start, stop) of the rollout itself, once it has begun and ended."""
-        if self.started is None or self.ended is None:
-            return None
-        return self.started, self.ended
+        return None if self.started is None or self.ended is None else (self.started, self.ended)
 
 
 CURRENT: ContextVar[RolloutOutput | None] = ContextVar("capevolve_rollout_output", default=None)

@@ -180,23 +180,17 @@ class InProcess:
 
 
 def run_and_score(
-    runner: AdapterRunner,
-    task: Task,
-    candidate_dir: Path,
-    *,
-    seed: int,
-    split: str,
-    timeout_s: float | None = None,
+    runner: AdapterRunner, task: Task, folder: Path, *, seed: int, split: str, timeout_s: float | None = None
 ) -> Scored:
-    """Make ``candidate_dir`` live, run the agent once on ``task`` with ``seed`` where
+    """Make the candidate ``folder`` live, run the agent once on ``task`` with ``seed`` where
     ``runner.targets`` runs it, and score it here. An async adapter gets an event loop of its own."""
     if runner.is_async:
         import asyncio
 
         return asyncio.run(
-            run_and_score_async(runner, task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s)
+            run_and_score_async(runner, task, folder, seed=seed, split=split, timeout_s=timeout_s)
         )
-    scored = runner.targets.run(task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s)
+    scored = runner.targets.run(task, folder, seed=seed, split=split, timeout_s=timeout_s)
     started = time.perf_counter()
     if (rollout := _to_score(scored, timeout_s)) is not None:
         try:
@@ -210,17 +204,11 @@ def run_and_score(
 
 
 async def run_and_score_async(
-    runner: AdapterRunner,
-    task: Task,
-    candidate_dir: Path,
-    *,
-    seed: int,
-    split: str,
-    timeout_s: float | None = None,
+    runner: AdapterRunner, task: Task, folder: Path, *, seed: int, split: str, timeout_s: float | None = None
 ) -> Scored:
     """:func:`run_and_score` for an adapter whose ``run_target`` is ``async def``, on the
     running event loop (the scorer may be ``async def`` too)."""
-    scored = await runner.targets.run_async(task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s)
+    scored = await runner.targets.run_async(task, folder, seed=seed, split=split, timeout_s=timeout_s)
     started = time.perf_counter()
     if (rollout := _to_score(scored, timeout_s)) is not None:
         try:
@@ -316,23 +304,14 @@ def deadline(seconds: float | None, stop: FrameType | None = None, *, ours: froz
 
 
 def run_target_here(
-    runner: AdapterRunner,
-    task: Task,
-    candidate_dir: Path,
-    *,
-    seed: int,
-    split: str,
-    timeout_s: float | None = None,
+    runner: AdapterRunner, task: Task, folder: Path, *, seed: int, split: str, timeout_s: float | None = None
 ) -> Scored:
-    """The candidate's side of a rollout in this process and thread: ``candidate_dir`` made
+    """The candidate's side of a rollout in this process and thread: its ``folder`` made
     live, the agent run once. ``seconds``: how long that took; no score."""
     started = time.perf_counter()
     scored = Scored(rollout=None)
     try:
-        with (
-            runner.live(candidate_dir) as ctx,
-            deadline(timeout_s, stop=sys._getframe(), ours=_OURS),
-        ):
+        with runner.live(folder) as ctx, deadline(timeout_s, stop=sys._getframe(), ours=_OURS):
             # the deadline interrupts run_target; live()'s set-up and clean-up are never cut
             # short, but count toward the rollout's time (judged late by run_and_score)
             scored.rollout = runner.run_target(task, ctx, seed=seed, split=split)
@@ -345,13 +324,7 @@ def run_target_here(
 
 
 async def run_target_here_async(
-    runner: AdapterRunner,
-    task: Task,
-    candidate_dir: Path,
-    *,
-    seed: int,
-    split: str,
-    timeout_s: float | None = None,
+    runner: AdapterRunner, task: Task, folder: Path, *, seed: int, split: str, timeout_s: float | None = None
 ) -> Scored:
     """:func:`run_target_here` on the running event loop. The deadline cancels ``run_target``
     (a BaseException: ``except Exception:`` does not swallow it); an adapter that swallows it
@@ -362,7 +335,7 @@ async def run_target_here_async(
     scored = Scored(rollout=None)
     limit = asyncio.timeout(timeout_s)
     try:
-        async with runner.live_async(candidate_dir) as ctx:
+        async with runner.live_async(folder) as ctx:
             async with limit:  # live()'s set-up and clean-up are not cut short, as above
                 scored.rollout = await runner.run_target_async(task, ctx, seed=seed, split=split)
     except TimeoutError as exc:

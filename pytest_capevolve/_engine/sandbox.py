@@ -252,12 +252,8 @@ class Fence:
                         f"{'holds' if real in shut.parents else 'is or lies inside'} {hidden}, hidden from "
                         "candidate code; name a folder of its own for what live() writes (e.g. .agent/skills)"
                     )
-        return Boundary(
-            writable=(scratch, *self.writable),
-            readable=(Path(os.path.abspath(candidate_dir)),),
-            hidden=self.hidden,
-            read_all=True,
-        )
+        writable, readable = (scratch, *self.writable), (Path(os.path.abspath(candidate_dir)),)
+        return Boundary(writable=writable, readable=readable, hidden=self.hidden, read_all=True)
 
 
 def writable_paths(spec: Spec) -> tuple[Path, ...]:

@@ -178,12 +178,9 @@ class Sandbox:
         scratch = tempfile.mkdtemp(prefix="capevolve-sandbox-")
         try:
             boundary = self.owner.fence().boundary(self.candidate_dir, Path(scratch))
+            argv = [sys.executable, *startup_hooks.child_flags(), "-c", CHILD]
             proc = _ChildProcess(
-                [sys.executable, *startup_hooks.child_flags(), "-c", CHILD],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                close_fds=True,
-                env=scratch_env(scratch),
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True, env=scratch_env(scratch)
             )
         except (ValueError, OSError) as exc:  # a sandbox_writable that would open a hidden folder
             shutil.rmtree(scratch, ignore_errors=True)

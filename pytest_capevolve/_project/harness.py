@@ -272,9 +272,7 @@ def _named_paths(tree: ast.AST) -> Iterator[str]:
 def _div_parts(node: ast.expr) -> list[str]:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
         return _div_parts(node.left) + _div_parts(node.right)
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return [node.value]
-    return []
+    return [node.value] if isinstance(node, ast.Constant) and isinstance(node.value, str) else []
 
 
 def _imported_names(tree: ast.AST, path: Path, root: Path) -> Iterator[str]:

@@ -299,11 +299,8 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
 }
 REQUIRED = ("adapter", "capability_path")
 # Keys a project may default through `capevolve_<key>` ini entries in its pytest config.
-INI_KEYS = tuple(
-    k
-    for k in VALIDATORS
-    if k not in REQUIRED and k not in ("protected_paths", "harness_files", "sandbox_writable")
-)
+_NOT_INI = (*REQUIRED, "protected_paths", "harness_files", "sandbox_writable")
+INI_KEYS = tuple(k for k in VALIDATORS if k not in _NOT_INI)
 
 
 def resolve_spec_path(target: str | Path) -> Path:
