@@ -60,7 +60,7 @@ CASES = {
     ),
     "unknown-key": (
         lambda p, h: append_spec(p, "num_trails: 3"),
-        ["*unknown key 'num_trails'; did you mean 'num_trials'?*"],
+        ["*unknown key 'num_trails' (did you mean 'num_trials'?)*"],
     ),
     "wrong-type": (
         lambda p, h: h.edit_spec(p, "num_trials: 1", "num_trials: five"),

@@ -127,13 +127,11 @@ class Sandboxes:
         if scored.infra_error and sandbox.confinement is not None and sandbox.confinement.confined:
             scored.infra_error = self.fence().explain(scored.infra_error)
 
-    def run(
-        self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
-    ) -> Scored:
+    def run(self, task: Task, folder: Path, *, seed: int, split: str, timeout_s: float | None) -> Scored:
         inline = threading.current_thread() is threading.main_thread()
-        ask = self._ask(task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s, inline=inline)
+        ask = self._ask(task, folder, seed=seed, split=split, timeout_s=timeout_s, inline=inline)
         then, self.after_answer = self.after_answer, None
-        sandbox = self._sandbox(candidate_dir)
+        sandbox = self._sandbox(folder)
         answer = sandbox.exchange(ask) if inline else sandbox.submit(ask).result()
         self._label(answer.scored, sandbox)
         if then is not None and inline:
@@ -142,23 +140,21 @@ class Sandboxes:
         answer.replay()
         return answer.scored
 
-    def send_ahead(
-        self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
-    ) -> bool:
+    def send_ahead(self, task: Task, folder: Path, *, seed: int, split: str, timeout_s: float | None) -> bool:
         """On the main thread: send the rollout :meth:`run` will be asked for next to its running,
         idle child now, for that :meth:`run` to collect; False when nothing was sent."""
         if threading.current_thread() is not threading.main_thread():
             return False
-        ask = self._ask(task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s, inline=True)
+        ask = self._ask(task, folder, seed=seed, split=split, timeout_s=timeout_s, inline=True)
         with self._lock:
-            sandbox = self._children.get(str(candidate_dir))
+            sandbox = self._children.get(str(folder))
         return sandbox is not None and sandbox.send_ahead(ask)
 
     async def run_async(
-        self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
+        self, task: Task, folder: Path, *, seed: int, split: str, timeout_s: float | None
     ) -> Scored:
-        ask = self._ask(task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s, inline=False)
-        sandbox = self._sandbox(candidate_dir)
+        ask = self._ask(task, folder, seed=seed, split=split, timeout_s=timeout_s, inline=False)
+        sandbox = self._sandbox(folder)
         answer = await asyncio.wrap_future(sandbox.submit(ask))
         self._label(answer.scored, sandbox)
         answer.replay()

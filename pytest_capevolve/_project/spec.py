@@ -242,9 +242,7 @@ def _leak_guard(value: Any) -> int | None:
     if value is False:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(
-            "a whole number ≥ 1 (the shortest task id or gold answer that counts), or false: off"
-        )
+        raise ValueError("a whole number ≥ 1 (shortest task id or gold answer that counts), or false: off")
     return value
 
 
@@ -303,6 +301,13 @@ _NOT_INI = (*REQUIRED, "protected_paths", "harness_files", "sandbox_writable")
 INI_KEYS = tuple(k for k in VALIDATORS if k not in _NOT_INI)
 
 
+def unknown_key(key: Any, valid: Iterable[str]) -> str:
+    """The refusal of a key ``valid`` does not hold, with the nearest valid key (spec, microcases)."""
+    near = difflib.get_close_matches(str(key), list(valid), n=1)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    return f"unknown key {key!r}{hint}; valid keys: {', '.join(valid)}"
+
+
 def resolve_spec_path(target: str | Path) -> Path:
     """A project dir or a spec file → the absolute spec file path (or SpecError)."""
     path = Path(target).expanduser().resolve()
@@ -346,9 +351,7 @@ def load_spec(target: str | Path, ini_defaults: Mapping[str, str] | None = None)
         )
     for key, value in raw.items():
         if key not in VALIDATORS:
-            near = difflib.get_close_matches(str(key), VALIDATORS, n=1)
-            hint = f"did you mean {near[0]!r}? " if near else ""
-            raise SpecError(f"{path}: unknown key {key!r}; {hint}valid keys: {', '.join(VALIDATORS)}")
+            raise SpecError(f"{path}: {unknown_key(key, VALIDATORS)}")
         values[key] = value
 
     for key in REQUIRED:
