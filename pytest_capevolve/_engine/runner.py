@@ -160,11 +160,10 @@ class Scored:
 
 
 class InProcess:
-    """A runner's :attr:`~AdapterRunner.targets` (as :class:`.sandbox.Sandboxes` is, in a child):
-    runs the candidate's side of a rollout — ``live()``/``apply()`` and ``run_target`` — and gives
-    back a :class:`Scored` with ``rollout`` or ``infra_error`` set, never a reward. This one runs
-    it in this process: in the sandbox child, and for adapters only in memory (tests). A session
-    never scores with it."""
+    """A runner's :attr:`~AdapterRunner.targets`, as :class:`.sandbox.Sandboxes` is: runs the candidate's
+    side of a rollout — ``live()``/``apply()`` and ``run_target`` — and gives back a :class:`Scored` with
+    ``rollout`` or ``infra_error`` set, never a reward. This one runs it in this process: in the sandbox
+    child, and for adapters only in memory (tests); a session never scores with it."""
 
     def __init__(self, runner: AdapterRunner) -> None:
         self.runner = runner

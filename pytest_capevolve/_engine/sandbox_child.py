@@ -160,8 +160,7 @@ class Child:
         self.answer(request_id, done.result())
 
     def answer(self, request_id: int, scored: Scored) -> None:
-        """One frame: the answer's fields (:data:`.wire.ANSWER_FIELDS`), then the rollout's own
-        pickle when there is one."""
+        """One frame: the answer's fields (:data:`.wire.ANSWER_FIELDS`), then the rollout's pickle if any."""
         output = scored.captured
         infra_error = scored.infra_error
         stdout = "".join(output.stdout) if output else ""

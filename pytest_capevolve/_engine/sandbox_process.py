@@ -2,8 +2,7 @@
 of its own, sending it requests, reading its answers (inline, on a reader thread, or sent ahead;
 each checked field by field, :func:`decode_answer`), and ending it. A rollout the child never
 answered is lost (no child could start: missing data) or caused (a death, a kill, a timeout,
-garbage: the candidate's failure, :func:`.runner.charge`). :mod:`.sandbox` keeps one per candidate
-folder."""
+garbage: the candidate's failure, :func:`.runner.charge`). :mod:`.sandbox` keeps one per folder."""
 
 from __future__ import annotations
 

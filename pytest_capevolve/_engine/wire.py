@@ -99,9 +99,8 @@ class FrameReader:
                 raise TimeoutError
 
     def read(self, deadline: float | None = None) -> bytes | None:
-        """The next frame's payload; None at end of file (the other side is gone). Raises
-        TimeoutError when ``deadline`` (``time.monotonic()``) passes first, WireError on a
-        length no frame has."""
+        """The next frame's payload; None at end of file (the other side is gone). Raises TimeoutError
+        when ``deadline`` (``time.monotonic()``) passes first, WireError on a length no frame has."""
         buffer = self._buffer
         while len(buffer) < HEADER.size:
             self._wait(deadline)
@@ -158,9 +157,8 @@ class ValueLoader:
     bound to them, so reading an answer builds no set and runs no Python ``__init__``."""
 
     def __init__(self, harness_modules: Iterable[str]) -> None:
-        self._unpickler = type(
-            "BoundAnswerUnpickler", (AnswerUnpickler,), {"harness": frozenset(harness_modules)}
-        )
+        bound = {"harness": frozenset(harness_modules)}
+        self._unpickler = type("BoundAnswerUnpickler", (AnswerUnpickler,), bound)
 
     def load(self, payload: bytes) -> Any:
         values = self.load_all(payload, 1)

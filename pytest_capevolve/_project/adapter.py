@@ -150,9 +150,7 @@ def load_adapter(ref: str, project_dir: Path, *, note_startup_hooks: bool = True
     path = (project_dir / file_part).resolve()
     if not path.is_file():
         raise AdapterError(f"adapter file {path} does not exist (spec key 'adapter': {ref!r})")
-    module_name = "capevolve_adapter_" + "_".join(
-        part for part in path.with_suffix("").parts if part.isidentifier()
-    )
+    module_name = "capevolve_adapter_" + "_".join(p for p in path.with_suffix("").parts if p.isidentifier())
     if str(path.parent) not in sys.path:
         # its own folder is importable, so it can import modules beside it (cap-evolve's
         # adapters do: `import model_config`); appended, so it shadows nothing installed

@@ -308,9 +308,8 @@ def _module_files(root: Path, dotted: str) -> Iterator[Path]:
 
 
 def conftest_digests(plugins: Iterable[object], project_dir: Path) -> dict[str, str]:
-    """sha256 of each registered ``conftest.py`` in a folder above ``project_dir``, keyed
-    ``<conftest> RELATIVE PATH``; those inside are the harness walk's, those elsewhere the
-    command line's business."""
+    """sha256 of each registered ``conftest.py`` in a folder above ``project_dir``, keyed ``<conftest>
+    RELATIVE PATH``; those inside are the harness walk's, those elsewhere the command line's business."""
     project = project_dir.resolve()
     found = {}
     for plugin in plugins:
