@@ -250,9 +250,8 @@ class RolloutPool:
         for rollout, coroutine in batch:
             if self._closed:
                 coroutine.close()
-                rollout.settle(
-                    Scored(rollout=None, infra_error="abandoned: the session ended before it started")
-                )
+                abandoned = Scored(rollout=None, infra_error="abandoned: the session ended before it started")
+                rollout.settle(abandoned)
                 continue
             rollout.loop = loop
             rollout.task = loop.create_task(coroutine)

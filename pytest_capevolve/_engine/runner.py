@@ -186,9 +186,8 @@ def run_and_score(
     if runner.is_async:
         import asyncio
 
-        return asyncio.run(
-            run_and_score_async(runner, task, folder, seed=seed, split=split, timeout_s=timeout_s)
-        )
+        scoring = run_and_score_async(runner, task, folder, seed=seed, split=split, timeout_s=timeout_s)
+        return asyncio.run(scoring)
     scored = runner.targets.run(task, folder, seed=seed, split=split, timeout_s=timeout_s)
     started = time.perf_counter()
     if (rollout := _to_score(scored, timeout_s)) is not None:
