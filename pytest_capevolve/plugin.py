@@ -280,7 +280,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     known = early_config.known_args_namespace
     if getattr(known, "capevolve_run", None) or getattr(known, "capevolve_finalize", None):
         from ._project import startup_hooks
-        from ._project.bytecode import purge, source_only
+        from ._project.adapter import purge, source_only
 
         named = Path(str(known.capevolve_run or known.capevolve_finalize))
         project = named.parent if named.is_file() else named
@@ -320,7 +320,7 @@ def pytest_configure(config: pytest.Config) -> None:
     refuse_inside_boundary(config)  # the record is out of reach there: say which command works
     _block_hypothesis_plugin(config.pluginmanager)
     split = config.option.capevolve_split or _split_option(config.getini("capevolve_split"))
-    from ._project.command_plugins import plugins_in_project
+    from ._project.harness import plugins_in_project
 
     named = Path(str(target))
     planted = plugins_in_project(config.invocation_params.args, named.parent if named.is_file() else named)

@@ -60,7 +60,7 @@ CASES = {
     ),
     "unknown-key": (
         lambda p, h: append_spec(p, "num_trails: 3"),
-        ["*unknown key 'num_trails'; did you mean 'num_trials'?*"],
+        ["*unknown key 'num_trails' (did you mean 'num_trials'?)*"],
     ),
     "wrong-type": (
         lambda p, h: h.edit_spec(p, "num_trials: 1", "num_trials: five"),
@@ -155,6 +155,6 @@ CASES = {
     ),
     "no-spec-in-folder": (
         lambda p, h: (p / "capevolve.yaml").unlink(),
-        ["*no capevolve.yaml in *toy_calc; a project is a folder holding capevolve.yaml*"],
+        ["*no capevolve.yaml in *toy_calc; a project is a folder holding one*"],
     ),
 }

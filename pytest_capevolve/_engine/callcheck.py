@@ -1,9 +1,8 @@
 """Child process of a ``call`` microcase: import a candidate's function, call it, report JSON.
 
 Run as ``python -m pytest_capevolve._engine.callcheck`` in the candidate folder, the request on
-stdin, so the candidate cannot touch the judging session and a timeout can stop it. Prints go
-to stderr; stdout carries one JSON line: ``value``, ``raised``/``raised_mro``/``message``, or
-``setup_error``."""
+stdin, so the candidate cannot touch the judging session and a timeout can stop it. Prints go to
+stderr; stdout carries one JSON line: ``value``, ``raised``/``raised_mro``/``message``, or ``setup_error``."""
 
 from __future__ import annotations
 

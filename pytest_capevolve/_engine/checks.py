@@ -108,14 +108,10 @@ def _run_text(case: Microcase, check: dict[str, Any], candidate: Path, env: Proj
 def _run_in_own_group(request: dict[str, Any], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
     """Run the call in a new process group; past ``timeout`` the whole group is killed, so a
     child the candidate's function spawned does not outlive the check (nor hold its pipes)."""
+    argv = [sys.executable, "-P", "-m", "pytest_capevolve._engine.callcheck"]
+    pipe = subprocess.PIPE
     with subprocess.Popen(
-        [sys.executable, "-P", "-m", "pytest_capevolve._engine.callcheck"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=cwd,
-        start_new_session=True,
+        argv, stdin=pipe, stdout=pipe, stderr=pipe, text=True, cwd=cwd, start_new_session=True
     ) as proc:
         try:
             out, err = proc.communicate(json.dumps(request), timeout=timeout)
@@ -193,9 +189,8 @@ def _scored(env: ProjectEnv, task: Task, rollout: Rollout, wanted: tuple[float, 
         score = env.runner().score(task, rollout)
         reward = check_reward(score.reward, f"score({task.id!r})")
     except Exception as exc:
-        return Outcome(
-            False, _expected(task, wanted), f"the project's scorer raised {type(exc).__name__}: {exc}"
-        )
+        raised = f"the project's scorer raised {type(exc).__name__}: {exc}"
+        return Outcome(False, _expected(task, wanted), raised)
     return _in_range(task, reward, str(score.feedback or ""), wanted)
 
 

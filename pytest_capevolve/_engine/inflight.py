@@ -6,8 +6,7 @@ one event loop. A SIGALRM timer cannot keep a deadline off the main thread, so a
 does: at the deadline the rollout's future gets its timeout whatever the adapter does, and the
 abandoned rollout is interrupted again every :data:`TICK_S` until it ends, so an ``except
 Exception:`` retry loop neither swallows the timeout nor runs for ever. What each rollout prints
-and logs is kept for its item (:data:`.rollout_output.CURRENT`).
-"""
+and logs is kept for its item (:data:`.rollout_output.CURRENT`)."""
 
 from __future__ import annotations
 
@@ -27,9 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from .._project.adapter import Task
-from .deadline import RolloutTimeout, timeout_message
 from .rollout_output import CURRENT, RolloutOutput
-from .runner import AdapterRunner, Scored, run_and_score, run_and_score_async
+from .runner import AdapterRunner, RolloutTimeout, Scored, run_and_score, run_and_score_async, timeout_message
 
 TICK_S = 0.05  # how often an abandoned rollout is interrupted again, as the SIGALRM timer re-arms
 
@@ -56,13 +54,8 @@ class InflightRollout:
             self.future.set_result(scored)
 
     def expire(self) -> None:
-        self.settle(
-            Scored(
-                rollout=None,
-                infra_error=timeout_message(self.timeout_s),
-                seconds=round(time.monotonic() - self.started, 6),
-            )
-        )
+        seconds = round(time.monotonic() - self.started, 6)
+        self.settle(Scored(rollout=None, infra_error=timeout_message(self.timeout_s), seconds=seconds))
 
     def interrupt(self) -> None:
         if self.task is not None and self.loop is not None:
@@ -236,15 +229,12 @@ class RolloutPool:
         return rollout.future
 
     def _feed(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        rollout: InflightRollout,
-        coroutine: Coroutine[Any, Any, Scored],
+        self, loop: asyncio.AbstractEventLoop, rollout: InflightRollout, coro: Coroutine[Any, Any, Scored]
     ) -> None:
         """Queue a rollout for the loop, waking it only if no wake-up is on its way: a wake-up
         lets go of the GIL, and under CPU contention one per rollout stalled the starting thread."""
         with self._feeding:
-            self._queued.append((rollout, coroutine))
+            self._queued.append((rollout, coro))
             if self._woken:
                 return
             self._woken = True
@@ -260,9 +250,8 @@ class RolloutPool:
         for rollout, coroutine in batch:
             if self._closed:
                 coroutine.close()
-                rollout.settle(
-                    Scored(rollout=None, infra_error="abandoned: the session ended before it started")
-                )
+                abandoned = Scored(rollout=None, infra_error="abandoned: the session ended before it started")
+                rollout.settle(abandoned)
                 continue
             rollout.loop = loop
             rollout.task = loop.create_task(coroutine)

@@ -105,9 +105,7 @@ def score_rollout_now(adapter: Any, task: Task, rollout: Rollout, *, seed: int, 
     """:func:`score_rollout` from plain code outside any event loop (``capevolve judge-noise``):
     an ``async def`` scorer (the inspect bridge's) is run under ``asyncio.run``."""
     if inspect.iscoroutinefunction(adapter.score):
-        import asyncio  # here: a sandbox child never scores, and never needs it
-
-        return asyncio.run(score_rollout_async(adapter, task, rollout, seed=seed, rescores=rescores))
+        return settled(score_rollout_async(adapter, task, rollout, seed=seed, rescores=rescores))
     return score_rollout(adapter, task, rollout, seed=seed, rescores=rescores)
 
 
@@ -134,11 +132,7 @@ def prefer_in_order(adapter: Any, task: Task, output_a: Any, output_b: Any, *, o
     """The adapter's preference between A's and B's outputs shown in ``order``, its positional
     answer mapped back to arms; anything but A, B or tie is an :class:`AdapterError`."""
     first, second = (output_a, output_b) if order == "AB" else (output_b, output_a)
-    said = adapter.prefer(task, first, second, seed=seed)
-    if inspect.isawaitable(said):
-        import asyncio
-
-        said = asyncio.run(awaited(said))
+    said = settled(adapter.prefer(task, first, second, seed=seed))
     if said not in ("A", "B", "tie"):
         raise AdapterError(
             f"adapter {type(adapter).__name__}: prefer({task.id!r}, …) returned {said!r}; return "
@@ -147,5 +141,14 @@ def prefer_in_order(adapter: Any, task: Task, output_a: Any, output_b: Any, *, o
     return said if order == "AB" or said == "tie" else {"A": "B", "B": "A"}[said]
 
 
-async def awaited(result: Any) -> Any:
-    return await result
+def settled(result: Any) -> Any:
+    """``result``, awaited under ``asyncio.run`` when it is awaitable: an ``async def`` method
+    called from plain code outside any event loop (``capevolve check``, a re-score, ``prefer``)."""
+    if not inspect.isawaitable(result):
+        return result
+    import asyncio  # here: a sandbox child never scores, and never needs it
+
+    async def waited() -> Any:
+        return await result
+
+    return asyncio.run(waited())

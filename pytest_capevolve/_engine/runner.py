@@ -4,20 +4,22 @@ Shared by rollout items, the ``adapter`` microcase check and ``capevolve check``
 disagree on what counts as an infra error (``reward = None``: missing data, never a 0) and what
 the candidate's side caused (:func:`charge`: a 0, never paid again as a fresh draw it chose;
 docs/explanation/candidate-failures.md draws the line). It writes nothing. In a session the
-candidate's side runs in a sandbox child (:func:`.sandbox.isolated`); :class:`InProcess` runs it
-here (in the sandbox child itself, and for adapters defined in memory in tests).
-"""
+candidate's side runs in a sandbox child (:func:`.sandbox.isolated`), else here (:class:`InProcess`)."""
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # CPython's own, under signal
 import contextlib
 import inspect
+import signal
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 from .._project.adapter import (
     AdapterError,
@@ -29,10 +31,11 @@ from .._project.adapter import (
     check_tokens,
     coerce_rollout,
 )
-from . import deadline as deadline_module
-from .deadline import RolloutTimeout, timeout_message
-from .judging import Judged, awaited, declared_stochastic, rescores_for, score_rollout, score_rollout_async
+from .judging import Judged, declared_stochastic, rescores_for, score_rollout, score_rollout_async, settled
 from .rollout_output import RolloutOutput
+
+if TYPE_CHECKING:
+    from .sandbox import Sandboxes
 
 
 class AdapterRunner:
@@ -44,12 +47,10 @@ class AdapterRunner:
         self.rescores = rescores_for(adapter, judge_rescores)
         self.stochastic = declared_stochastic(adapter)
         params = inspect.signature(adapter.run_target).parameters
-        self._passes = frozenset(
-            name for name in ("seed", "split") if name in params
-        )  # as its signature asks
+        self._passes = frozenset(n for n in ("seed", "split") if n in params)  # as its signature asks
         self.is_async = inspect.iscoroutinefunction(adapter.run_target)
         # where live() + run_target run: here, unless the runner was made by sandbox.isolated
-        self.targets: Targets = InProcess(self)
+        self.targets: InProcess | Sandboxes = InProcess(self)
 
     def close(self) -> None:
         """End what :attr:`targets` started (a sandbox's child processes). Idempotent."""
@@ -103,12 +104,7 @@ class AdapterRunner:
     def score_now(self, task: Task, rollout: Rollout) -> Score:
         """:meth:`score` from plain code outside any event loop (``capevolve check``, a
         re-score of a persisted rollout): an ``async def`` scorer runs under ``asyncio.run``."""
-        result = self.adapter.score(task, rollout)
-        if inspect.isawaitable(result):
-            import asyncio  # here: a sandbox child of a sync adapter never needs it
-
-            result = asyncio.run(awaited(result))
-        return coerce_score(result, task)
+        return coerce_score(settled(self.adapter.score(task, rollout)), task)
 
 
 def declared_thread_safe(adapter: Any) -> bool:
@@ -142,7 +138,7 @@ def coerce_score(result: Any, task: Task) -> Score:
 
 
 # frames of the harness around a rollout, which its deadline never interrupts
-_OURS = frozenset({__file__, deadline_module.__file__, contextlib.__file__})
+_OURS = frozenset({__file__, contextlib.__file__})
 
 
 @dataclass
@@ -159,69 +155,40 @@ class Scored:
     seconds: float = 0.0
     captured: RolloutOutput | None = None
     judge: dict[str, Any] | None = None  # a stochastic scorer's r rewards and seeds (.judging)
-    # what the candidate's side caused (a death, a kill, a timeout): its failure, not missing data
-    caused: str | None = None
-    # the boundary candidate code ran in (a Confinement's label, from its sandbox child); None:
-    # it ran in this process (no sandbox)
-    confinement: str | None = None
-
-
-class Targets(Protocol):
-    """Runs the candidate's side of a rollout — ``live()``/``apply()`` and ``run_target`` — and
-    gives back a :class:`Scored` with ``rollout`` or ``infra_error`` set, never a reward."""
-
-    def run(
-        self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
-    ) -> Scored: ...
-
-    async def run_async(
-        self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
-    ) -> Scored: ...
-
-    def close(self) -> None: ...
+    caused: str | None = None  # a death, a kill, a timeout: the candidate's failure, not missing data
+    confinement: str | None = None  # its sandbox child's Confinement label; None: ran in this process
 
 
 class InProcess:
-    """run_target in this process: in the sandbox child (:mod:`.sandbox_child`), and for
-    adapters that only exist in memory (tests). A session never scores with it."""
+    """A runner's :attr:`~AdapterRunner.targets`, as :class:`.sandbox.Sandboxes` is: runs the candidate's
+    side of a rollout — ``live()``/``apply()`` and ``run_target`` — and gives back a :class:`Scored` with
+    ``rollout`` or ``infra_error`` set, never a reward. This one runs it in this process: in the sandbox
+    child, and for adapters only in memory (tests); a session never scores with it."""
 
     def __init__(self, runner: AdapterRunner) -> None:
         self.runner = runner
 
-    def run(
-        self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
-    ) -> Scored:
-        return run_target_here(self.runner, task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s)
+    def run(self, task: Task, candidate_dir: Path, **asked: Any) -> Scored:
+        return run_target_here(self.runner, task, candidate_dir, **asked)
 
-    async def run_async(
-        self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
-    ) -> Scored:
-        return await run_target_here_async(
-            self.runner, task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s
-        )
+    async def run_async(self, task: Task, candidate_dir: Path, **asked: Any) -> Scored:
+        return await run_target_here_async(self.runner, task, candidate_dir, **asked)
 
     def close(self) -> None:
         pass
 
 
 def run_and_score(
-    runner: AdapterRunner,
-    task: Task,
-    candidate_dir: Path,
-    *,
-    seed: int,
-    split: str,
-    timeout_s: float | None = None,
+    runner: AdapterRunner, task: Task, folder: Path, *, seed: int, split: str, timeout_s: float | None = None
 ) -> Scored:
-    """Make ``candidate_dir`` live, run the agent once on ``task`` with ``seed`` where
+    """Make the candidate ``folder`` live, run the agent once on ``task`` with ``seed`` where
     ``runner.targets`` runs it, and score it here. An async adapter gets an event loop of its own."""
     if runner.is_async:
         import asyncio
 
-        return asyncio.run(
-            run_and_score_async(runner, task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s)
-        )
-    scored = runner.targets.run(task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s)
+        scoring = run_and_score_async(runner, task, folder, seed=seed, split=split, timeout_s=timeout_s)
+        return asyncio.run(scoring)
+    scored = runner.targets.run(task, folder, seed=seed, split=split, timeout_s=timeout_s)
     started = time.perf_counter()
     if (rollout := _to_score(scored, timeout_s)) is not None:
         try:
@@ -235,17 +202,11 @@ def run_and_score(
 
 
 async def run_and_score_async(
-    runner: AdapterRunner,
-    task: Task,
-    candidate_dir: Path,
-    *,
-    seed: int,
-    split: str,
-    timeout_s: float | None = None,
+    runner: AdapterRunner, task: Task, folder: Path, *, seed: int, split: str, timeout_s: float | None = None
 ) -> Scored:
     """:func:`run_and_score` for an adapter whose ``run_target`` is ``async def``, on the
     running event loop (the scorer may be ``async def`` too)."""
-    scored = await runner.targets.run_async(task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s)
+    scored = await runner.targets.run_async(task, folder, seed=seed, split=split, timeout_s=timeout_s)
     started = time.perf_counter()
     if (rollout := _to_score(scored, timeout_s)) is not None:
         try:
@@ -286,24 +247,69 @@ def charge(scored: Scored) -> Scored:
     return scored
 
 
+class RolloutTimeout(BaseException):
+    """The rollout ran past ``rollout_timeout_s``, raised by :func:`deadline` or, in flight, by
+    :mod:`.inflight`'s watchdog. A BaseException, like KeyboardInterrupt, so an adapter's
+    ``except Exception:`` retry loop does not swallow it."""
+
+
+def timeout_message(timeout_s: float | None) -> str:
+    """The infra error of a rollout stopped at its deadline, whoever stopped it."""
+    return f"timeout: rollout exceeded rollout_timeout_s={timeout_s}"
+
+
+@contextlib.contextmanager
+def deadline(seconds: float | None, stop: FrameType | None = None, *, ours: frozenset[str]) -> Iterator[None]:
+    """Interrupt the rollout after ``seconds`` where a signal can (the main thread on POSIX), then
+    on every line it runs (the timer re-arms every 50 ms), so even a retrying bare ``except:`` is
+    left; elsewhere it is judged late. ``ours``: files whose frames are never interrupted."""
+    usable = (
+        seconds is not None
+        and hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+    )
+    if not usable:
+        yield
+        return
+    message = f"rollout exceeded rollout_timeout_s={seconds}"
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        if frame.f_code.co_filename in ours:
+            return None
+        if event == "line":
+            raise RolloutTimeout(message)
+        return tracer
+
+    def on_alarm(signum: int, frame: FrameType | None) -> None:
+        if frame is not None and frame.f_code.co_filename in ours:
+            return  # our own bookkeeping (the deadline's exit): fires again in 50 ms if need be
+        while frame is not None and frame is not stop:
+            frame.f_trace = tracer
+            frame = frame.f_back
+        sys.settrace(tracer)
+        raise RolloutTimeout(message)
+
+    # _signal, not signal: its enum conversions were a third of a deadline's cost per rollout
+    previous = _signal.signal(_signal.SIGALRM, on_alarm)
+    previous_trace = sys.gettrace()
+    signal.setitimer(signal.ITIMER_REAL, float(seconds), 0.05)  # type: ignore[arg-type]
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        _signal.signal(_signal.SIGALRM, previous)
+        sys.settrace(previous_trace)
+
+
 def run_target_here(
-    runner: AdapterRunner,
-    task: Task,
-    candidate_dir: Path,
-    *,
-    seed: int,
-    split: str,
-    timeout_s: float | None = None,
+    runner: AdapterRunner, task: Task, folder: Path, *, seed: int, split: str, timeout_s: float | None = None
 ) -> Scored:
-    """The candidate's side of a rollout in this process and thread: ``candidate_dir`` made
+    """The candidate's side of a rollout in this process and thread: its ``folder`` made
     live, the agent run once. ``seconds``: how long that took; no score."""
     started = time.perf_counter()
     scored = Scored(rollout=None)
     try:
-        with (
-            runner.live(candidate_dir) as ctx,
-            deadline_module.deadline(timeout_s, stop=sys._getframe(), ours=_OURS),
-        ):
+        with runner.live(folder) as ctx, deadline(timeout_s, stop=sys._getframe(), ours=_OURS):
             # the deadline interrupts run_target; live()'s set-up and clean-up are never cut
             # short, but count toward the rollout's time (judged late by run_and_score)
             scored.rollout = runner.run_target(task, ctx, seed=seed, split=split)
@@ -316,13 +322,7 @@ def run_target_here(
 
 
 async def run_target_here_async(
-    runner: AdapterRunner,
-    task: Task,
-    candidate_dir: Path,
-    *,
-    seed: int,
-    split: str,
-    timeout_s: float | None = None,
+    runner: AdapterRunner, task: Task, folder: Path, *, seed: int, split: str, timeout_s: float | None = None
 ) -> Scored:
     """:func:`run_target_here` on the running event loop. The deadline cancels ``run_target``
     (a BaseException: ``except Exception:`` does not swallow it); an adapter that swallows it
@@ -331,13 +331,13 @@ async def run_target_here_async(
 
     started = time.perf_counter()
     scored = Scored(rollout=None)
-    deadline = asyncio.timeout(timeout_s)
+    limit = asyncio.timeout(timeout_s)
     try:
-        async with runner.live_async(candidate_dir) as ctx:
-            async with deadline:  # live()'s set-up and clean-up are not cut short, as above
+        async with runner.live_async(folder) as ctx:
+            async with limit:  # live()'s set-up and clean-up are not cut short, as above
                 scored.rollout = await runner.run_target_async(task, ctx, seed=seed, split=split)
     except TimeoutError as exc:
-        scored.infra_error = timeout_message(timeout_s) if deadline.expired() else _raised("run_target", exc)
+        scored.infra_error = timeout_message(timeout_s) if limit.expired() else _raised("run_target", exc)
     except (Exception, SystemExit) as exc:
         scored.infra_error = _raised("run_target", exc)
     scored.seconds = round(time.perf_counter() - started, 6)

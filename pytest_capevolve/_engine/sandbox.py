@@ -6,12 +6,16 @@ interpreter, never a fork, one per candidate folder, so one candidate's code rea
 scorer nor another candidate's rollouts. The rollout comes back as data (:mod:`.wire`) and is
 scored here; what it printed and logged is replayed here, so reports keep their sections. A
 child that dies, hangs past its deadline or answers garbage ends its rollouts as the
-candidate's failures (:mod:`.sandbox_answer`): a death it chose is never missing data a later
+candidate's failures (:mod:`.sandbox_process`): a death it chose is never missing data a later
 session pays again. At concurrency 1 the next item's request may be sent ahead
 (:meth:`Sandboxes.send_ahead`), so the child runs it while this process scores the current one.
 
-See docs/explanation/candidate-isolation.md for what this does and does not protect.
-"""
+What a child may reach (:class:`Fence`, a :class:`.._confine.landlock.Boundary` computed here from
+the spec, applied by each child to itself before it loads the adapter): **write** its scratch
+(its ``TMPDIR``) and the spec's ``sandbox_writable``; **read** everything **but** the project's
+``.capevolve/``, the gold files (``harness_files``) and the shared ledger; and (ABI ≥ 6) not
+signal the session that scores it. Gold is read by the scoring process only: tasks reach the
+child pickled. See docs/explanation/candidate-isolation.md for what this does and does not protect."""
 
 from __future__ import annotations
 
@@ -20,23 +24,27 @@ import atexit
 import contextlib
 import itertools
 import logging
-import pickle
+import os
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._confine.landlock import Boundary
 from .._project.adapter import Task
+from .._project.harness import harness_files
 from .._project.spec import Spec
 from .runner import AdapterRunner, Scored
-from .sandbox_boundary import Fence
 from .sandbox_process import Ask, Sandbox, SandboxError
-from .wire import ValueLoader
+from .wire import ValueLoader, dumps
 
 __all__ = ["Sandboxes", "SandboxError", "isolated"]
 
 MAX_CHILDREN = 8  # live children per process; the least recently used idle one is ended first
+RUN_DIR_NAME = ".capevolve"
 
 
 def isolated(
@@ -51,7 +59,7 @@ def isolated(
 
 
 class Sandboxes:
-    """The :class:`.runner.Targets` of an isolated runner: one :class:`Sandbox` per candidate
+    """The :attr:`.runner.AdapterRunner.targets` of an isolated runner: one :class:`Sandbox` per candidate
     folder, started on its first rollout."""
 
     def __init__(
@@ -103,7 +111,7 @@ class Sandboxes:
         cached = self._task_blobs.get(task.id)
         if cached is None or cached[0] is not task:
             try:
-                blob: bytes | None = pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL)
+                blob: bytes | None = dumps(task)
             except Exception:  # the child takes the same task from its own tasks("all")
                 blob = None
             cached = self._task_blobs[task.id] = (task, blob)
@@ -119,13 +127,11 @@ class Sandboxes:
         if scored.infra_error and sandbox.confinement is not None and sandbox.confinement.confined:
             scored.infra_error = self.fence().explain(scored.infra_error)
 
-    def run(
-        self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
-    ) -> Scored:
+    def run(self, task: Task, folder: Path, *, seed: int, split: str, timeout_s: float | None) -> Scored:
         inline = threading.current_thread() is threading.main_thread()
-        ask = self._ask(task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s, inline=inline)
+        ask = self._ask(task, folder, seed=seed, split=split, timeout_s=timeout_s, inline=inline)
         then, self.after_answer = self.after_answer, None
-        sandbox = self._sandbox(candidate_dir)
+        sandbox = self._sandbox(folder)
         answer = sandbox.exchange(ask) if inline else sandbox.submit(ask).result()
         self._label(answer.scored, sandbox)
         if then is not None and inline:
@@ -134,23 +140,21 @@ class Sandboxes:
         answer.replay()
         return answer.scored
 
-    def send_ahead(
-        self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
-    ) -> bool:
+    def send_ahead(self, task: Task, folder: Path, *, seed: int, split: str, timeout_s: float | None) -> bool:
         """On the main thread: send the rollout :meth:`run` will be asked for next to its running,
         idle child now, for that :meth:`run` to collect; False when nothing was sent."""
         if threading.current_thread() is not threading.main_thread():
             return False
-        ask = self._ask(task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s, inline=True)
+        ask = self._ask(task, folder, seed=seed, split=split, timeout_s=timeout_s, inline=True)
         with self._lock:
-            sandbox = self._children.get(str(candidate_dir))
+            sandbox = self._children.get(str(folder))
         return sandbox is not None and sandbox.send_ahead(ask)
 
     async def run_async(
-        self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
+        self, task: Task, folder: Path, *, seed: int, split: str, timeout_s: float | None
     ) -> Scored:
-        ask = self._ask(task, candidate_dir, seed=seed, split=split, timeout_s=timeout_s, inline=False)
-        sandbox = self._sandbox(candidate_dir)
+        ask = self._ask(task, folder, seed=seed, split=split, timeout_s=timeout_s, inline=False)
+        sandbox = self._sandbox(folder)
         answer = await asyncio.wrap_future(sandbox.submit(ask))
         self._label(answer.scored, sandbox)
         answer.replay()
@@ -166,3 +170,90 @@ class Sandboxes:
         atexit.unregister(self.close)
         for sandbox in children:
             sandbox.close()
+
+
+# what a refused open, write or rename looks like in an infra error (EACCES, EPERM; EXDEV for a
+# rename or link the boundary's folders do not both allow)
+_REFUSED = re.compile(r"(?:PermissionError|OSError): \[Errno (?:13|1|18)\] [^:']*: '([^']*)'")
+
+
+@dataclass(frozen=True)
+class Fence:
+    """The fixed part of every child's boundary for one project (the scratch and the candidate's
+    folder are added per child)."""
+
+    hidden: tuple[Path, ...]
+    writable: tuple[Path, ...] = ()
+
+    @classmethod
+    def of_project(
+        cls,
+        project_dir: Path,
+        *,
+        gold: tuple[Path, ...] = (),
+        writable: tuple[Path, ...] = (),
+        ledger: Path | None = None,
+    ) -> Fence:
+        """The project's ``.capevolve/`` (its runs and its memory), ``gold`` and a shared ledger
+        hidden; ``writable`` granted."""
+        hidden = [project_dir / RUN_DIR_NAME, *gold, *([ledger] if ledger is not None else [])]
+        return cls(tuple(dict.fromkeys(Path(os.path.abspath(p)) for p in hidden)), writable)
+
+    @classmethod
+    def of_spec(cls, spec: Spec) -> Fence:
+        gold = harness_files(spec.project_dir, spec.harness_files, exclude=[spec.capability_path])
+        return cls.of_project(
+            spec.project_dir, gold=tuple(gold), writable=writable_paths(spec), ledger=spec.shared_ledger
+        )
+
+    def explain(self, infra_error: str) -> str:
+        """``infra_error`` with the way on added when it is a refusal of this boundary (a
+        ``PermissionError`` naming a path), for a confined child's rollout."""
+        refused = _REFUSED.search(infra_error)
+        if refused is None:
+            return infra_error
+        path = Path(os.path.abspath(refused.group(1)))
+        if any(path == hidden or hidden in path.parents for hidden in self.hidden):
+            return (
+                f"{infra_error} (candidate code runs confined and {path} is hidden from it: the run dir and "
+                "gold files (harness_files) are read by tasks() and score(), never from live() or run_target)"
+            )
+        for folder in self.writable:
+            if path == folder or folder in path.parents:
+                if folder.is_dir():
+                    return infra_error  # granted: refused by the file's own mode, not the boundary
+                return (
+                    f"{infra_error} (candidate code runs confined: the spec's sandbox_writable names "
+                    f"{folder}, which does not exist, so nothing was granted; create it before the session)"
+                )
+        named = ", ".join(str(p) for p in self.writable) or "none yet"
+        return (
+            f"{infra_error} (candidate code runs confined: live() and run_target may write only their TMPDIR "
+            f"and the folders the spec's sandbox_writable names ({named}); name the folder it writes in "
+            "sandbox_writable in capevolve.yaml (create it first; the changed spec starts a new run, "
+            "--capevolve-new-run), or write scratch files under TMPDIR)"
+        )
+
+    def boundary(self, candidate_dir: Path, scratch: Path) -> Boundary:
+        """This fence around one child: ``scratch`` writable, ``candidate_dir`` readable even inside
+        the hidden run dir; ValueError when a ``sandbox_writable`` folder holds or lies inside a
+        hidden one (granting it would open what the boundary hides)."""
+        for folder in self.writable:
+            real = Path(os.path.realpath(folder))
+            for hidden in self.hidden:
+                shut = Path(os.path.realpath(hidden))
+                if real == shut or real in shut.parents or shut in real.parents:
+                    raise ValueError(
+                        f"the spec's sandbox_writable names {folder}, which "
+                        f"{'holds' if real in shut.parents else 'is or lies inside'} {hidden}, hidden from "
+                        "candidate code; name a folder of its own for what live() writes (e.g. .agent/skills)"
+                    )
+        writable, readable = (scratch, *self.writable), (Path(os.path.abspath(candidate_dir)),)
+        return Boundary(writable=writable, readable=readable, hidden=self.hidden, read_all=True)
+
+
+def writable_paths(spec: Spec) -> tuple[Path, ...]:
+    """The spec's ``sandbox_writable`` as absolute paths (relative ones: to the project)."""
+    return tuple(
+        Path(os.path.abspath(spec.project_dir / Path(p).expanduser())) for p in spec.sandbox_writable
+    )

@@ -1,13 +1,12 @@
 """The sandbox child: the only process where a candidate's code runs in a session.
 
-It confines itself to the boundary its parent computed (:mod:`.sandbox_boundary`), says so in
+It confines itself to the boundary its parent computed (:class:`.sandbox.Fence`), says so in
 its ``ready`` frame, imports the adapter, then answers requests on its pipe (:mod:`.wire`) with
 the rollout as data and what it printed and logged; it never scores. An ``inline`` request runs
 on the main thread under the SIGALRM deadline, the others in flight, so every rollout is answered
 by its deadline. Anything a rollout raises is its infra error: only the end of the pipe or the
 candidate killing it ends the child. fd 1 points at stderr, so ``os.write(1, ...)`` by candidate
-code cannot forge a frame by accident; SIGINT is ignored (the parent's Ctrl-C ends it).
-"""
+code cannot forge a frame by accident; SIGINT is ignored (the parent's Ctrl-C ends it)."""
 
 from __future__ import annotations
 
@@ -28,10 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from .._confine.landlock import Boundary, Confinement, confine
 from .._project.adapter import Rollout, Task, load_adapter, load_tasks
-from .deadline import RolloutTimeout
 from .rollout_output import CURRENT, RolloutOutput, RoutedStream
-from .runner import AdapterRunner, Scored, run_target_here, run_target_here_async
-from .wire import SAME_TASK, FrameReader, ValueLoader, frame, plain, write_all, write_frame
+from .runner import AdapterRunner, RolloutTimeout, Scored, run_target_here, run_target_here_async
+from .wire import SAME_TASK, FrameReader, ValueLoader, dumps, frame, plain, write_all, write_frame
 
 if TYPE_CHECKING:  # imported when a rollout first runs in flight: a child at concurrency 1 never does
     from .inflight import RolloutPool
@@ -140,14 +138,8 @@ class Child:
     def run_inline(self, request: tuple[Any, ...]) -> Scored:
         assert self.runner is not None
         _, task_id, sent, folder, seed, split, timeout_s, _, _ = request
-        return run_target_here(
-            self.runner,
-            self.task(task_id, sent),
-            self.folder(folder),
-            seed=seed,
-            split=split,
-            timeout_s=timeout_s,
-        )
+        task, where = self.task(task_id, sent), self.folder(folder)
+        return run_target_here(self.runner, task, where, seed=seed, split=split, timeout_s=timeout_s)
 
     def start_in_flight(self, request: tuple[Any, ...]) -> Future[Scored]:
         assert self.runner is not None
@@ -168,8 +160,7 @@ class Child:
         self.answer(request_id, done.result())
 
     def answer(self, request_id: int, scored: Scored) -> None:
-        """One frame: the answer's fields (:data:`.wire.ANSWER_FIELDS`), then the rollout's own
-        pickle when there is one."""
+        """One frame: the answer's fields (:data:`.wire.ANSWER_FIELDS`), then the rollout's pickle if any."""
         output = scored.captured
         infra_error = scored.infra_error
         stdout = "".join(output.stdout) if output else ""
@@ -182,15 +173,10 @@ class Child:
                     blob = self.as_data(scored.rollout)
                 except Exception as exc:
                     infra_error = f"run_target returned a rollout that is not data: {exc!r}"
-            head = pickle.dumps(
-                (request_id, infra_error, stdout, stderr, records, bool(blob)),
-                protocol=pickle.HIGHEST_PROTOCOL,
-            )
+            head = dumps((request_id, infra_error, stdout, stderr, records, bool(blob)))
         except Exception as exc:  # an answer that does not pickle (a log field, say): say so
             blob = b""
-            head = pickle.dumps(
-                (request_id, f"sandbox: {exc!r}", "", "", [], False), protocol=pickle.HIGHEST_PROTOCOL
-            )
+            head = dumps((request_id, f"sandbox: {exc!r}", "", "", [], False))
         with self.sending:
             write_frame(self.proto_out, head, blob)
 
@@ -208,7 +194,7 @@ class Child:
         except Exception:
             fields = {name: plain(getattr(rollout, name)) for name in ("output", "trace", "tool_calls")}
             fields["metadata"] = plain(rollout.metadata)
-            return pickle.dumps(Rollout(**{**vars(rollout), **fields}), protocol=pickle.HIGHEST_PROTOCOL)
+            return dumps(Rollout(**{**vars(rollout), **fields}))
 
 
 def confined(boundary: dict[str, Any] | None) -> Confinement:

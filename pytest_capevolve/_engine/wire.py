@@ -4,8 +4,7 @@ Frames are an 8-byte length and a pickle. Candidate code can write any bytes on 
 the parent reads answers with :class:`AnswerUnpickler`, which builds only containers, scalars,
 :data:`VALUE_TYPES` and the harness adapter module's classes: a pickle is a program; this one can
 only make values. On the hot path an answer is a tuple then the rollout's own pickle in one
-frame, written in one ``writev`` and read straight into the buffer it is parsed from.
-"""
+frame, written in one ``writev`` and read straight into the buffer it is parsed from."""
 
 from __future__ import annotations
 
@@ -55,8 +54,12 @@ class WireError(Exception):
     """The other side sent something that is not a frame, or not plain data."""
 
 
+def dumps(value: Any) -> bytes:
+    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
 def frame(message: Any) -> bytes:
-    payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    payload = dumps(message)
     return HEADER.pack(len(payload)) + payload
 
 
@@ -96,9 +99,8 @@ class FrameReader:
                 raise TimeoutError
 
     def read(self, deadline: float | None = None) -> bytes | None:
-        """The next frame's payload; None at end of file (the other side is gone). Raises
-        TimeoutError when ``deadline`` (``time.monotonic()``) passes first, WireError on a
-        length no frame has."""
+        """The next frame's payload; None at end of file (the other side is gone). Raises TimeoutError
+        when ``deadline`` (``time.monotonic()``) passes first, WireError on a length no frame has."""
         buffer = self._buffer
         while len(buffer) < HEADER.size:
             self._wait(deadline)
@@ -155,9 +157,8 @@ class ValueLoader:
     bound to them, so reading an answer builds no set and runs no Python ``__init__``."""
 
     def __init__(self, harness_modules: Iterable[str]) -> None:
-        self._unpickler = type(
-            "BoundAnswerUnpickler", (AnswerUnpickler,), {"harness": frozenset(harness_modules)}
-        )
+        bound = {"harness": frozenset(harness_modules)}
+        self._unpickler = type("BoundAnswerUnpickler", (AnswerUnpickler,), bound)
 
     def load(self, payload: bytes) -> Any:
         values = self.load_all(payload, 1)

@@ -22,7 +22,7 @@ from .._engine.budget_share import SKIP_REASON as BUDGET_SKIP
 from .._engine.budget_share import BudgetShare
 from .._engine.candidate_bytes import CandidateBytes, CandidateMismatch, Stamp
 from .._engine.inflight import RolloutPool
-from .._engine.routed_output import OutputRouting
+from .._engine.rollout_output import OutputRouting
 from .._engine.runner import AdapterRunner, Scored, charge, run_and_score
 from .._engine.sandbox import Sandboxes
 from .._engine.wire import plain

@@ -17,8 +17,7 @@ from typing import Any, NotRequired, TypedDict
 from .._decide.bands import DEFECT, MISSING, SOLID, UNSTABLE, band_of
 from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.microcase_gen import REDACTED, redact
-from .._project.paths import to_stored
-from .._project.spec import Spec
+from .._project.spec import Spec, to_stored
 from .._project.splits import TEST_SPLIT
 from .._store.rollouts.record import RolloutRecord
 from .._store.rundir import RunDir

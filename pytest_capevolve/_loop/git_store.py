@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .._project.candidate import iter_files
-from .._project.candidate_diff import unified_diff as unified_diff  # capevolve diff's, kept here
+from .._project.candidate import unified_diff as unified_diff  # capevolve diff's, kept here
 from .._project.spec import HILL_CLIMB_STORES
 from .._store.files import atomic_write_json, read_json
 

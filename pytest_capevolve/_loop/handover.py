@@ -23,8 +23,7 @@ from .._policy.booking.journal_entry import JOURNAL
 from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.candidate import HANDOVER, SEED_TAG, check_tag, handover_ignore
 from .._project.microcase_gen import redact
-from .._project.paths import to_stored
-from .._project.spec import Spec
+from .._project.spec import Spec, to_stored
 from .._store.files import atomic_write_text
 from .._store.log.event_kinds import WORK_CREATED
 from .._store.rundir import RunDir, jsonl_lines

@@ -30,8 +30,8 @@ from .._policy import guards
 from .._policy.alpha.gate_settings import constant_run_note, run_loop_schedule
 from .._policy.booking.journal_entry import JOURNAL
 from .._project.candidate import SEED_TAG, handover_ignore
+from .._project.harness import expand
 from .._project.spec import load_spec, resolve_spec_path
-from .._project.tamper import expand
 from .._show.views import refresh as redraw_views
 from .._store.files import atomic_write_json, atomic_write_text, read_json
 from .._store.log.event_kinds import HILL_CLIMB_ITERATION, HILL_CLIMB_STOPPED

@@ -20,8 +20,8 @@ from .._policy.budget.optimizer_spend import unbooked_usd
 from .._policy.budget.spend import spend_report
 from .._policy.repeats.identity import earlier_with_bytes, repeat_line
 from .._project.candidate import SEED_TAG, CandidateError, content_hash
+from .._project.harness import protected_digests, tampered
 from .._project.spec import Spec
-from .._project.tamper import protected_digests, tampered
 from .._store.files import atomic_write_json, read_json
 from .._store.log.event_chain import head
 from .._store.log.event_kinds import HILL_CLIMB_ITERATION

@@ -13,7 +13,7 @@ from typing import Any
 
 from .._policy.booking.commit import compared
 from .._policy.booking.journal_entry import JOURNAL_MARKER, escaped, frozen_entry
-from .._project.candidate_diff import bounded, unified_diff
+from .._project.candidate import bounded, unified_diff
 from .._store.files import RunDirError
 from .._store.log.event_kinds import HILL_CLIMB_ITERATION
 from .._store.rundir import RunDir

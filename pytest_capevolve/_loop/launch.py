@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from .._policy.stop.afford import missing_rollouts
-from .._project import pytest_loads
+from .._project import harness
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
 from .._store.readers.evidence import index_records
@@ -36,9 +36,9 @@ def session_command(
     extra: Sequence[str] = (),
 ) -> list[str]:
     """The argv of one ``--capevolve-<mode> SPEC`` session on ``run_id``, its conftests cut at
-    the project (:mod:`.._project.pytest_loads`), with ``-o`` per ``ini`` entry and ``extra``."""
+    the project (:func:`.._project.harness.pinned`), with ``-o`` per ``ini`` entry and ``extra``."""
     argv = [sys.executable, "-P", "-m", "pytest", f"--capevolve-{mode}", str(spec_path)]
-    argv += pytest_loads.pinned(spec_path.parent)  # nothing planted above the project is imported
+    argv += harness.pinned(spec_path.parent)  # nothing planted above the project is imported
     argv += ["--capevolve-run-id", run_id] if run_id else []
     argv += list(quiet)
     for key, value in (ini or {}).items():

@@ -25,8 +25,7 @@ from .._project import harness
 from .._project.adapter import AdapterError, check_cost, load_adapter, load_tasks
 from .._project.candidate import SEED_TAG, content_hash, escape_id, handover_ignore, iter_files
 from .._project.microcase_gen import redact
-from .._project.paths import to_stored
-from .._project.spec import Spec
+from .._project.spec import Spec, to_stored
 from .._project.splits import TEST_SPLIT
 from .._store.files import atomic_write_json
 from .._store.log.event_kinds import TASK_EVAL

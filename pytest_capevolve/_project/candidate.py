@@ -1,10 +1,14 @@
-"""Candidates: tags, content hashes and the names built from ids.
+"""Candidates: tags, content hashes, the names built from ids, and what a candidate changed.
 
 A candidate's identity is the hash of its bytes, so "the same tag" never means two
-capabilities. Pure filesystem reads."""
+capabilities; its text hash (:func:`text_hash`) is blind to line endings and trailing
+whitespace, so refuted bytes re-proposed with a trailing space are no new candidate. Its change
+as text (:func:`unified_diff`) reads the files the content hash counts, so the diff is the change
+the gate scored. Pure filesystem reads."""
 
 from __future__ import annotations
 
+import difflib
 import errno
 import hashlib
 import os
@@ -22,6 +26,9 @@ TAG_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.\-]|_(?!_))*$")
 _SAFE_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _MAX_NAME = 120
 _IGNORED = frozenset({"__pycache__", ".pytest_cache", ".capevolve", ".git"})
+# rejected.jsonl is read whole by the next proposer, and the log keeps every reject's diff:
+# a reject carries its change up to this many characters (the head of the diff, then a note)
+DIFF_LIMIT = 4000
 # The optimizer's handover files at a candidate's top level: never hashed, snapshotted or evaluated.
 HANDOVER = frozenset(
     "JOURNAL.md LEDGER.md MECHANISMS.md PROCESS.md RUNMAP.md rejected.jsonl prior_iterations".split()
@@ -171,6 +178,26 @@ def tree_digest(root: Path, read: Callable[[Path], bytes]) -> str:
     return digest.hexdigest()
 
 
+def normalized_text(data: bytes) -> bytes:
+    """``data`` as the text hash reads it (unchanged when it is not UTF-8 text: a file that is
+    not text counts by its bytes)."""
+    if b"\0" in data:
+        return data
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return "\n".join(line.rstrip() for line in lines).rstrip("\n").encode("utf-8")
+
+
+def text_hash(root: Path) -> str:
+    """sha256 over (relative path, normalized text) of every file: equal when two trees differ
+    in line endings and trailing whitespace at most (paths count as they are: an added empty file
+    is a real change). An exact repeat is refused (:mod:`.._policy.repeats.identity`)."""
+    return "text-sha256:" + tree_digest(root, lambda path: normalized_text(path.read_bytes()))
+
+
 def file_digests(root: Path, keep: Callable[[str], bool] = lambda relative: True) -> dict[str, str]:
     """sha256 of every file under ``root`` (as :func:`iter_files` walks it) whose relative posix
     path ``keep`` accepts. Raises CandidateError for a symlink that leaves ``root``."""
@@ -207,3 +234,45 @@ def read_plain(path: Path) -> bytes | None:
         return None
     with os.fdopen(fd, "rb") as handle:
         return handle.read() if stat.S_ISREG(os.fstat(handle.fileno()).st_mode) else None
+
+
+def unified_diff(old: Path, new: Path, old_label: str, new_label: str) -> str:
+    """A unified diff of two candidate folders (handover files and caches left out), for
+    ``capevolve diff``, hill-climb's ``diff.patch``, a booked reject's ``diff`` and the handover."""
+    a, b = _texts(old), _texts(new)
+    chunks: list[str] = []
+    for rel in sorted(set(a) | set(b)):
+        left, right = a.get(rel, []), b.get(rel, [])
+        if left == right:
+            continue
+        old_name = f"{old_label}/{rel}" if rel in a else "/dev/null"
+        new_name = f"{new_label}/{rel}" if rel in b else "/dev/null"
+        chunks.extend(difflib.unified_diff(left, right, fromfile=old_name, tofile=new_name))
+    text = "".join(chunks)
+    return text if not text or text.endswith("\n") else text + "\n"
+
+
+def bounded(diff: str, limit: int = DIFF_LIMIT) -> str:
+    """``diff`` when it has at most ``limit`` characters; else its first lines that fit and one
+    line saying how much was left out (a cut diff says so: never a silently partial change)."""
+    if len(diff) <= limit:
+        return diff
+    kept = diff[:limit]
+    kept = kept[: kept.rfind("\n") + 1] if "\n" in kept else kept
+    return kept + f"... (diff cut: {len(diff) - len(kept)} of {len(diff)} characters left out)\n"
+
+
+def _texts(root: Path) -> dict[str, list[str]]:
+    out = {}
+    base = root.resolve()
+    for path in iter_files(base):
+        rel = path.relative_to(base).as_posix()
+        data = read_plain(path)
+        if data is None:  # listed as a file, a link or gone by the time it is read
+            out[rel] = ["(not read: no longer a plain file)\n"]
+            continue
+        try:
+            out[rel] = data.decode("utf-8").splitlines(keepends=True)
+        except UnicodeDecodeError:
+            out[rel] = [f"(binary file, {len(data)} bytes)\n"]
+    return out

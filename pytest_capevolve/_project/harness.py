@@ -6,26 +6,61 @@ scorer, a gold answer, a ``conftest.py`` that rewrites reports). So the harness 
 when the run begins, and every later session and decision compares it with the files as they
 are now: a changed harness is refused — a new run measures a new harness. What counts is listed
 in :func:`of_project`; files the adapter reads at run time that no glob names are not held (list
-them in ``harness_files``). Pure: paths in, digests out."""
+them in ``harness_files``). Pure: paths in, digests out.
+
+pytest imports every ``conftest.py`` from its ``confcutdir`` (the rootdir, which an empty config
+above the project moves up) down, so conftests above the project and the config file's location
+are part of the fingerprint, and the sessions capevolve starts itself are :func:`pinned` at the
+project. A ``-p NAME`` plugin module in the project could wrap the scorer outside the lock: it is
+refused (:func:`plugins_in_project`); a project's hooks belong in its locked ``conftest.py``.
+
+The tamper guard (:func:`tampered`): a candidate may not change what scores it.
+``protected_paths`` are globs relative to a candidate folder (``.gitignore``-like: anchored with
+a ``/``, ``**`` across segments, ``dir/`` for all under it). A protected file a candidate
+changed, added or removed against the seed, or a symlink leaving the folder, makes it
+**indecisive**: never scored, no rollout paid. Controller only, at planning."""
 
 from __future__ import annotations
 
 import ast
 import configparser
+import functools
 import hashlib
+import importlib.util
 import json
 import os
+import re
 import tomllib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import pytest_loads, startup_hooks
-from .candidate import compare_digests
+from . import startup_hooks
+from .candidate import CandidateError, compare_digests, file_digests
 from .microcase import MICROCASES_DIR
 from .spec import Spec
-from .tamper import DEFAULT_WORD, EVALUATION_DATA, is_protected
 
+DEFAULT_WORD = "default"
+# the evaluation data: gold and answer files, tasks/ and data/ (also the harness's default)
+EVALUATION_DATA = tuple(
+    "gold gold.* gold_* gold-* *.gold.* *_gold.* *-gold.* answers* answer_key* answer-key* tasks/** "
+    "data/**".split()
+)
+# What `default` stands for. The adapter's own file name is added from the spec.
+DEFAULT_PROTECTED = (
+    *EVALUATION_DATA,
+    *"tests/** conftest.py".split(),  # the project's own tests
+    *"scorer*.py score.py scoring*.py grader*.py reward*.py".split(),  # scorers
+    # the run's own configuration, and the microcases that screen candidates
+    *"capevolve.yaml splits.json microcases/**".split(),
+)
+# a glob's wildcards as regular expressions; every other character stands for itself
+_WILDCARDS = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}
+_WILDCARD = re.compile(r"(\*\*/|\*\*|\*|\?)")
+CONFIG_FILE_KEY = "<pytest config file>"  # in every lock holding the config file's place (older: absent)
+CONFTEST_PREFIX = "<conftest> "
+NO_CONFIG = "none"
+CONFIG_NAMES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 # folders never walked for conftest.py: run dirs, caches, environments, VCS
 SKIP_DIRS = frozenset({".capevolve", ".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", ".tox"})
 TASKS_KEY = "<tasks>"
@@ -58,7 +93,7 @@ def of_project(spec: Spec, tasks: Iterable[Any]) -> dict[str, str]:
     """The whole harness: the adapter and every project module it imports or names in a string
     (read, not run); the microcases, ``split_ids_file``, every ``conftest.py`` and the
     ``harness_files`` globs; the pytest config section, its location, conftests above the
-    project (:mod:`.pytest_loads`) and pytest's variables; the interpreter's start-up hooks
+    project (:func:`conftest_digests`) and pytest's variables; the interpreter's start-up hooks
     (:mod:`.startup_hooks`); and the task pool's digest under :data:`TASKS_KEY`."""
     folder = spec.project_dir / MICROCASES_DIR
     microcases = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
@@ -91,18 +126,18 @@ def pytest_config(project_dir: Path) -> dict[str, str]:
     """The digest of the pytest section pytest would read (without ``capevolve_*`` keys), and
     that file's location relative to the project, so a config planted above it is seen."""
     for folder in [project_dir.resolve(), *project_dir.resolve().parents]:
-        for name in pytest_loads.CONFIG_NAMES:
+        for name in CONFIG_NAMES:
             section = _pytest_section(folder / name)
             if section is None:
                 continue  # no pytest section: pytest looks further, and so do we
             # where it is counts, an empty section too: one above the project moves the rootdir
-            where = pytest_loads.config_file_location(project_dir, folder / name)
+            where = config_file_location(project_dir, folder / name)
             kept = {k: v for k, v in section.items() if not str(k).startswith("capevolve_")}
             if not kept:
                 return where
             text = json.dumps(kept, sort_keys=True, default=repr, ensure_ascii=False)
             return {PYTEST_CONFIG_KEY: hashlib.sha256(text.encode("utf-8")).hexdigest(), **where}
-    return pytest_loads.config_file_location(project_dir, None)
+    return config_file_location(project_dir, None)
 
 
 def _pytest_section(path: Path) -> dict[str, Any] | None:
@@ -145,7 +180,7 @@ def tasks_digest(tasks: Iterable[Any]) -> str:
 
 def changes(locked: Mapping[str, str], now: Mapping[str, str]) -> list[str]:
     """What differs, one ``path (changed|added|removed)`` each; the task pool as ``the tasks``."""
-    comparable = pytest_loads.comparable(dict(locked), startup_hooks.comparable(dict(locked), dict(now)))
+    comparable = loads_comparable(dict(locked), startup_hooks.comparable(dict(locked), dict(now)))
     out = compare_digests(comparable, dict(locked))
     return [
         item.replace(TASKS_KEY, "the tasks the adapter returns")
@@ -237,9 +272,7 @@ def _named_paths(tree: ast.AST) -> Iterator[str]:
 def _div_parts(node: ast.expr) -> list[str]:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
         return _div_parts(node.left) + _div_parts(node.right)
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return [node.value]
-    return []
+    return [node.value] if isinstance(node, ast.Constant) and isinstance(node.value, str) else []
 
 
 def _imported_names(tree: ast.AST, path: Path, root: Path) -> Iterator[str]:
@@ -272,3 +305,114 @@ def _module_files(root: Path, dotted: str) -> Iterator[Path]:
             return
         else:
             return
+
+
+def conftest_digests(plugins: Iterable[object], project_dir: Path) -> dict[str, str]:
+    """sha256 of each registered ``conftest.py`` in a folder above ``project_dir``, keyed ``<conftest>
+    RELATIVE PATH``; those inside are the harness walk's, those elsewhere the command line's business."""
+    project = project_dir.resolve()
+    found = {}
+    for plugin in plugins:
+        where = getattr(plugin, "__file__", None)
+        if not isinstance(where, str) or os.path.basename(where) != "conftest.py":
+            continue
+        path = Path(where).resolve()
+        if path.parent not in project.parents:
+            continue  # in the project (the walk's), or beside it: where the session was started
+        relative = Path(os.path.relpath(path, project)).as_posix()
+        found[f"{CONFTEST_PREFIX}{relative}"] = startup_hooks.file_sha(path)
+    return found
+
+
+def config_file_location(project_dir: Path, found: Path | None) -> dict[str, str]:
+    """``{CONFIG_FILE_KEY: where}``: the path, relative to the project (``../pytest.ini``), of
+    the config file whose pytest section (empty or not) pytest reads; ``none`` without one."""
+    if found is None:
+        return {CONFIG_FILE_KEY: NO_CONFIG}
+    return {CONFIG_FILE_KEY: Path(os.path.relpath(found, project_dir.resolve())).as_posix()}
+
+
+def loads_comparable(locked: dict[str, str], now: dict[str, str]) -> dict[str, str]:
+    """``now`` as it compares with ``locked``: without what ``locked`` predates, and with each
+    conftest above the project it holds that this session did not load (loading less is no change)."""
+    if CONFIG_FILE_KEY not in locked:
+        return {k: v for k, v in now.items() if k != CONFIG_FILE_KEY and not k.startswith(CONFTEST_PREFIX)}
+    gone = {k: v for k, v in locked.items() if k.startswith(CONFTEST_PREFIX) and k not in now}
+    return {**now, **gone}
+
+
+def pinned(project_dir: Path) -> list[str]:
+    """The options that cut a session's conftests at the project (for sessions capevolve starts)."""
+    return ["--confcutdir", str(project_dir.resolve())]
+
+
+def named_plugins(args: Sequence[str]) -> list[str]:
+    """The modules ``-p`` loads in ``args`` (``-p no:NAME`` blocks one: not a load)."""
+    names, take = [], False
+    for arg in map(str, args):
+        if take:
+            names.append(arg)
+            take = False
+        elif arg == "-p":
+            take = True
+        elif arg.startswith("-p") and len(arg) > 2:
+            names.append(arg[2:])
+    return [n for n in names if n and not n.startswith("no:")]
+
+
+def plugins_in_project(args: Sequence[str], project_dir: Path) -> list[tuple[str, Path]]:
+    """(name, file) of each ``-p`` module whose file is under ``project_dir``."""
+    project = project_dir.resolve()
+    found = []
+    for name in named_plugins(args):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue  # pytest itself says it cannot load it
+        origin = getattr(spec, "origin", None) if spec is not None else None
+        if origin and Path(origin).resolve().is_relative_to(project):
+            found.append((name, Path(origin)))
+    return found
+
+
+def expand(patterns: Iterable[str], adapter_ref: str) -> tuple[str, ...]:
+    """The spec's patterns, ``default`` replaced by :data:`DEFAULT_PROTECTED` and the adapter file."""
+    out: list[str] = []
+    for pattern in patterns:
+        if pattern == DEFAULT_WORD:
+            adapter_name = Path(adapter_ref.partition(":")[0]).name
+            out.extend([*DEFAULT_PROTECTED, adapter_name])
+        else:
+            out.append(pattern)
+    return tuple(dict.fromkeys(out))
+
+
+@functools.lru_cache(maxsize=256)
+def _regex(pattern: str) -> re.Pattern[str]:
+    pattern = pattern.strip()
+    if pattern.endswith("/"):
+        pattern += "**"
+    anchored = "/" in pattern.rstrip("/")
+    pattern = pattern.lstrip("/")
+    body = "".join(_WILDCARDS.get(part, re.escape(part)) for part in _WILDCARD.split(pattern))
+    prefix = "" if anchored else "(?:.*/)?"
+    return re.compile(prefix + body + r"\Z")
+
+
+def is_protected(relative: str, patterns: Iterable[str]) -> bool:
+    return any(_regex(p).match(relative) for p in patterns)
+
+
+def protected_digests(root: Path, patterns: tuple[str, ...]) -> dict[str, str]:
+    """sha256 of every protected file under ``root`` by relative path (refusing outward links)."""
+    return file_digests(root, lambda relative: is_protected(relative, patterns))
+
+
+def tampered(seed_digests: dict[str, str], candidate: Path, patterns: tuple[str, ...]) -> list[str]:
+    """Each protected path ``candidate`` changed, added or removed against ``seed_digests``, or
+    its symlink that leaves the folder; empty when it may be evaluated."""
+    try:
+        theirs = protected_digests(candidate, patterns)
+    except CandidateError as exc:
+        return [f"refused: {exc}"]  # a symlink leaving the folder, a FIFO, a socket, a loop: exc names it
+    return compare_digests(theirs, seed_digests)

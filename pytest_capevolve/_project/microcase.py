@@ -7,7 +7,6 @@ naming the file, microcase and field; :mod:`.._engine.checks` runs them."""
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Callable, Iterable
@@ -17,7 +16,7 @@ from typing import Any
 
 from ..exitcodes import CapevolveError
 from .adapter import AdapterError, check_reward
-from .spec import SPEC_FILENAME
+from .spec import SPEC_FILENAME, unknown_key
 from .yamlfile import YamlError, read_yaml
 
 MICROCASES_DIR = "microcases"
@@ -109,7 +108,7 @@ def _parse(entry: dict[str, Any], path: Path, project: Path, index: int) -> Micr
 
     unknown = [k for k in entry if k not in TOP_KEYS]
     if unknown:
-        raise fail(_unknown_key(unknown[0], TOP_KEYS))
+        raise fail(unknown_key(unknown[0], TOP_KEYS))
     for key in ("id", "cluster", "description"):
         if not isinstance(entry.get(key), str) or not entry[key].strip():
             raise fail(f"{key!r} is required: a non-empty string")
@@ -143,12 +142,6 @@ def _parse(entry: dict[str, Any], path: Path, project: Path, index: int) -> Micr
         file=path,
         project=project,
     )
-
-
-def _unknown_key(key: Any, valid: Iterable[str]) -> str:
-    near = difflib.get_close_matches(str(key), list(valid), n=1)
-    hint = f" (did you mean {near[0]!r}?)" if near else ""
-    return f"unknown key {key!r}{hint}; valid keys: {', '.join(valid)}"
 
 
 def _placeholder_path(value: Any, where: str) -> str | None:
@@ -192,7 +185,7 @@ def refuse_test_tasks(cases: Iterable[Microcase], test_ids: Iterable[str]) -> No
 def _only(check: dict[str, Any], allowed: tuple[str, ...]) -> None:
     for key in check:
         if key not in allowed:
-            raise ValueError(_unknown_key(key, allowed))
+            raise ValueError(unknown_key(key, allowed))
 
 
 def _relative_file(value: Any, key: str) -> str:
@@ -229,7 +222,7 @@ def _with_reward_range(check: dict[str, Any]) -> dict[str, Any]:
     if isinstance(value, dict):
         unknown = [k for k in value if k not in ("min", "max")]
         if unknown:
-            raise ValueError(_unknown_key(unknown[0], ("min", "max")))
+            raise ValueError(unknown_key(unknown[0], ("min", "max")))
         low, high = value.get("min", 0.0), value.get("max", 1.0)
     else:
         low = high = value

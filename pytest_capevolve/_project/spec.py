@@ -1,5 +1,9 @@
 """``capevolve.yaml``: the schema, loading (pyyaml ``safe_load`` only) and validation; every
-problem is one :class:`SpecError` naming the file, the key and what would be valid."""
+problem is one :class:`SpecError` naming the file, the key and what would be valid.
+
+A run dir stores a path relative to the project when inside it, absolutely otherwise
+(:func:`to_stored`), so the run belongs to its project wherever it lives; :func:`rebase` maps an
+absolute path an older run dir holds to today's relative form."""
 
 from __future__ import annotations
 
@@ -15,11 +19,26 @@ from .._decide.alpha_budget import SCHEDULES as ALPHA_SCHEDULES
 from .._decide.verdict import REGRESSION_RULES, GateConfig
 from ..exitcodes import CapevolveError
 from .cap_evolve_keys import not_used_sentence
-from .paths import rebase, to_stored
 from .splits import SPLITS, cut_splits
 from .yamlfile import YamlError, load_yaml, read_yaml
 
 SPEC_FILENAME = "capevolve.yaml"
+
+
+def to_stored(path: Path, project_dir: Path) -> str:
+    """``path`` as a run dir stores it: posix and relative to ``project_dir`` when inside it
+    (``"."`` for the folder itself), absolute otherwise. Both are resolved first."""
+    path, project_dir = path.resolve(), project_dir.resolve()
+    return path.relative_to(project_dir).as_posix() if path.is_relative_to(project_dir) else str(path)
+
+
+def rebase(stored: str, old_project_dir: str | Path | None) -> str:
+    """An absolute path from an older run dir in today's stored form: relative when it lies in
+    ``old_project_dir``, else as is (lexically: that folder may be gone)."""
+    path = Path(stored)
+    if old_project_dir is None or not path.is_absolute() or not Path(old_project_dir).is_absolute():
+        return stored
+    return path.relative_to(old_project_dir).as_posix() if path.is_relative_to(old_project_dir) else stored
 
 
 class SpecError(CapevolveError):
@@ -88,7 +107,7 @@ class Spec:
     harness_files: tuple[str, ...] = ("default",)
     # a ledger shared with other projects (_store/memory/shared_ledger.py); None: the project's memory only
     shared_ledger: Path | None = None
-    # folders candidate code may write besides its scratch (_engine/sandbox_boundary.py)
+    # folders candidate code may write besides its scratch (_engine/sandbox.py)
     sandbox_writable: tuple[str, ...] = ()
     FROZEN_KEYS: ClassVar[tuple[str, ...]] = FROZEN_KEYS
     GUARD_KEYS: ClassVar[tuple[str, ...]] = GUARD_KEYS
@@ -118,7 +137,7 @@ class Spec:
         return list(value) if isinstance(value, tuple) else value
 
     def to_lock(self) -> dict[str, Any]:
-        """The resolved spec as plain data, for ``spec.lock.yaml``, paths stored by :mod:`.paths`."""
+        """The resolved spec as plain data, for ``spec.lock.yaml``, paths stored by :func:`to_stored`."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
@@ -223,10 +242,7 @@ def _leak_guard(value: Any) -> int | None:
     if value is False:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(
-            "a whole number ≥ 1 (the shortest task id or gold answer that counts), "
-            "or false to turn the leak guard off"
-        )
+        raise ValueError("a whole number ≥ 1 (shortest task id or gold answer that counts), or false: off")
     return value
 
 
@@ -281,11 +297,15 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
 }
 REQUIRED = ("adapter", "capability_path")
 # Keys a project may default through `capevolve_<key>` ini entries in its pytest config.
-INI_KEYS = tuple(
-    k
-    for k in VALIDATORS
-    if k not in REQUIRED and k not in ("protected_paths", "harness_files", "sandbox_writable")
-)
+_NOT_INI = (*REQUIRED, "protected_paths", "harness_files", "sandbox_writable")
+INI_KEYS = tuple(k for k in VALIDATORS if k not in _NOT_INI)
+
+
+def unknown_key(key: Any, valid: Iterable[str]) -> str:
+    """The refusal of a key ``valid`` does not hold, with the nearest valid key (spec, microcases)."""
+    near = difflib.get_close_matches(str(key), list(valid), n=1)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    return f"unknown key {key!r}{hint}; valid keys: {', '.join(valid)}"
 
 
 def resolve_spec_path(target: str | Path) -> Path:
@@ -294,15 +314,11 @@ def resolve_spec_path(target: str | Path) -> Path:
     if path.is_dir():
         if not (path / SPEC_FILENAME).is_file():  # the same words from pytest and every command
             raise SpecError(
-                f"no {SPEC_FILENAME} in {path}; a project is a folder holding {SPEC_FILENAME} "
-                "(or give the path of a spec file)"
+                f"no {SPEC_FILENAME} in {path}; a project is a folder holding one (or give a spec file)"
             )
         path = path / SPEC_FILENAME
     if not path.is_file():
-        raise SpecError(
-            f"{path}: no such spec file; --capevolve-run takes a project folder holding "
-            f"{SPEC_FILENAME} or the path of a spec file"
-        )
+        raise SpecError(f"{path}: no such spec file; --capevolve-run takes a project folder or a spec file")
     return path
 
 
@@ -335,9 +351,7 @@ def load_spec(target: str | Path, ini_defaults: Mapping[str, str] | None = None)
         )
     for key, value in raw.items():
         if key not in VALIDATORS:
-            near = difflib.get_close_matches(str(key), VALIDATORS, n=1)
-            hint = f"did you mean {near[0]!r}? " if near else ""
-            raise SpecError(f"{path}: unknown key {key!r}; {hint}valid keys: {', '.join(VALIDATORS)}")
+            raise SpecError(f"{path}: {unknown_key(key, VALIDATORS)}")
         values[key] = value
 
     for key in REQUIRED:
@@ -370,8 +384,7 @@ def load_spec(target: str | Path, ini_defaults: Mapping[str, str] | None = None)
     adapter_file = project_dir / checked["adapter"].partition(":")[0]
     if not adapter_file.is_file():
         raise SpecError(
-            f"{path}: key 'adapter' names {adapter_file}, which does not exist "
-            "(the file is relative to the spec's folder)"
+            f"{path}: key 'adapter' names {adapter_file}, which does not exist (paths are relative)"
         )
     return Spec(path=path, project_dir=project_dir, **checked)
 
@@ -380,9 +393,8 @@ def _existing(
     spec_path: Path, project_dir: Path, key: str, values: Mapping[str, Any], *, dir_: bool = False
 ) -> Path:
     target: Path = (project_dir / values[key]).resolve()
-    ok = target.is_dir() if dir_ else target.is_file()
-    if not ok:
-        kind = "folder" if dir_ else "file"
+    kind = "folder" if dir_ else "file"
+    if not (target.is_dir() if dir_ else target.is_file()):
         raise SpecError(
             f"{spec_path}: key {key!r} names {target}, which is not an existing {kind} "
             "(paths are relative to the spec's folder)"

@@ -20,9 +20,8 @@ import pytest
 from .. import exitcodes
 from .._engine import confinement
 from .._engine.budget_share import SKIP_REASON as BUDGET_SKIP
-from .._engine.candidate_bytes import CandidateMismatch
+from .._engine.candidate_bytes import CandidateMismatch, gateway_count
 from .._engine.judging import wrong_rescores
-from .._engine.remote import gateway_count
 from .._items.nodes import CONTEXT_KEY, EvalContext, measured, rollout_record, run_reserved
 from .._items.plan import WORKERINPUT_KEY, EvalPlan, RolloutKey
 from .._policy.gate.verdicts import load_event

@@ -27,8 +27,7 @@ from .._policy.repeats.identity import (
     standing_verdict,
 )
 from .._project.candidate import SEED_TAG, CandidateError, check_tag, content_hash, null_control_of
-from .._project.paths import to_stored
-from .._project.spec import Spec, SpecError, splits_for
+from .._project.spec import Spec, SpecError, splits_for, to_stored
 from .._project.splits import TEST_SPLIT
 from .._store.log.event_kinds import FINALIZE_STARTED, SESSION_STARTED
 from .._store.memory import task_keys

@@ -15,10 +15,10 @@ from .._engine.checks import run as run_microcase
 from .._policy import guards
 from .._project import leak
 from .._project.candidate import SEED_TAG
+from .._project.harness import expand, protected_digests, tampered
 from .._project.microcase import Microcase, refuse_test_tasks
 from .._project.microcase import load_project as load_microcases
 from .._project.spec import Spec
-from .._project.tamper import expand, protected_digests, tampered
 from .._store.log.event_kinds import MICROCASES
 from .._store.rundir import RunDir
 from ..exitcodes import first_few

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from .._engine import confinement
-from .._engine.remote import STALE_COPY_FIX
+from .._engine.candidate_bytes import STALE_COPY_FIX
 from .._items.nodes import INFRA_PREFIX
 from .._policy.budget.spend import Ceilings
 from .._policy.stop.stop_condition import parse as parse_stop_condition

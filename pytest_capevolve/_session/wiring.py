@@ -17,14 +17,14 @@ import pytest
 from .._confine.launch import CONFINEMENT_ENV
 from .._engine import confinement
 from .._engine.budget_share import Headroom, share_for
+from .._engine.candidate_bytes import RemoteWorkers, check_gateways, gateway_count, worker_target
 from .._engine.judging import require_prefer
-from .._engine.remote import RemoteWorkers, check_gateways, gateway_count, worker_target
 from .._engine.runner import AdapterRunner, declared_thread_safe
 from .._engine.sandbox import isolated
 from .._items.nodes import CONTEXT_KEY, EvalContext
 from .._items.plan import WORKERINPUT_KEY, EvalPlan
 from .._policy.alpha.gate_settings import check_margin, check_nulls, freeze_or_check, loop_default, overridden
-from .._project import harness, pytest_loads
+from .._project import harness
 from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.spec import Spec, load_spec
 from .._project.splits import TestSealError
@@ -91,10 +91,8 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
         else:
             check_gateways(config, spec)
             harness_now = harness.of_project(spec, pool.values())
-            # what pytest loaded from above the project is the harness too (:mod:`.._project.pytest_loads`)
-            harness_now.update(
-                pytest_loads.conftest_digests(config.pluginmanager.get_plugins(), spec.project_dir)
-            )
+            # what pytest loaded from above the project is the harness too
+            harness_now.update(harness.conftest_digests(config.pluginmanager.get_plugins(), spec.project_dir))
             config.stash[HARNESS_NOW] = harness_now
             config.stash[TASK_KEYS_NOW] = lambda: task_keys.of_pool(pool)
             existing = _existing_run(config, spec)

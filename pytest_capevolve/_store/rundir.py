@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from .._project.candidate import check_tag, escape_id
-from .._project.paths import to_stored
+from .._project.spec import to_stored
 from .decisions.state import BUDGET_KEYS, RunState
 from .decisions.verdicts import Verdicts
 from .files import (

@@ -23,7 +23,7 @@ from .._project.candidate import (
     iter_files,
     null_control_of,
 )
-from .._project.paths import to_stored
+from .._project.spec import to_stored
 from .files import RunDirError, atomic_write_json, read_run_json
 from .log.event_kinds import CANDIDATE_REGISTERED
 from .log.events import EventLog

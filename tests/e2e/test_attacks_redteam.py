@@ -285,7 +285,7 @@ def test_a_work_copy_file_made_a_link_after_it_was_listed_is_never_shown_by_diff
     """``capevolve diff`` (through the broker: the evaluator's rights) lists the work copy's files,
     refusing links, then reads each by path: a file made a link to gold in between was printed
     to the agent. Replayed in order: listed as a plain file, a link when it is read."""
-    from pytest_capevolve._project import candidate_diff
+    from pytest_capevolve._project import candidate
 
     (project / "data").mkdir()
     (project / "data" / "gold.json").write_text('{"t01": "SECRET-42"}')
@@ -293,9 +293,9 @@ def test_a_work_copy_file_made_a_link_after_it_was_listed_is_never_shown_by_diff
     assert main(["work", "new", "t1", "--project", str(project)]) == 0
     work = projects.run_dir(project) / "work" / "t1"
     gold = project / "data" / "gold.json"
-    listed = candidate_diff.iter_files
+    listed = candidate.iter_files
     monkeypatch.setattr(
-        candidate_diff,
+        candidate,
         "iter_files",
         lambda root: [
             *listed(root),

@@ -13,9 +13,8 @@ import pytest
 
 from pytest_capevolve import Rollout, Task
 from pytest_capevolve._engine.sandbox import Sandboxes
-from pytest_capevolve._engine.sandbox_answer import decode_answer
 from pytest_capevolve._engine.sandbox_child import Child
-from pytest_capevolve._engine.sandbox_process import Sandbox
+from pytest_capevolve._engine.sandbox_process import Sandbox, decode_answer
 from pytest_capevolve._engine.wire import (
     HEADER,
     SAME_TASK,

@@ -15,8 +15,7 @@ from pytest_capevolve._loop.journal import render_journal
 from pytest_capevolve._loop.optimizer import reported_cost
 from pytest_capevolve._policy.booking.journal_entry import ENTRY_LIMIT, JOURNAL_MARKER, own_entries
 from pytest_capevolve._policy.budget.optimizer_spend import OptimizerSpend, SpendRefused
-from pytest_capevolve._project.candidate import content_hash, handover_ignore
-from pytest_capevolve._project.candidate_diff import bounded
+from pytest_capevolve._project.candidate import bounded, content_hash, handover_ignore
 
 
 def test_a_journal_carries_only_what_its_own_round_wrote():

@@ -8,7 +8,7 @@ import pytest
 
 from pytest_capevolve import Task
 from pytest_capevolve._project import harness
-from pytest_capevolve._project.pytest_loads import CONFIG_FILE_KEY
+from pytest_capevolve._project.harness import CONFIG_FILE_KEY
 
 
 def _project(tmp_path: Path) -> Path:
@@ -210,18 +210,16 @@ def test_a_conftest_registered_from_above_the_project_is_locked_and_loading_less
     """Issue 37: what pytest registered from above the project is held by its relative path."""
     import types
 
-    from pytest_capevolve._project import pytest_loads
-
     (tmp_path / "proj").mkdir()
     root = _project(tmp_path / "proj")
     (tmp_path / "conftest.py").write_text("def pytest_configure(config):\n    pass\n")
     inside = types.SimpleNamespace(__file__=str(root / "conftest.py"))
     above = types.SimpleNamespace(__file__=str(tmp_path / "conftest.py"))
-    held = pytest_loads.conftest_digests([inside, above, object()], root)
+    held = harness.conftest_digests([inside, above, object()], root)
     assert list(held) == ["<conftest> ../conftest.py"]  # the project's own are the walk's
     base = harness.pytest_config(root)
     assert harness.changes(base, {**base, **held}) == ["<conftest> ../conftest.py (added)"]
     assert harness.changes({**base, **held}, base) == []  # a session that did not load it
     (tmp_path / "conftest.py").write_text("# rewritten\n")
-    now = pytest_loads.conftest_digests([above], root)
+    now = harness.conftest_digests([above], root)
     assert harness.changes({**base, **held}, {**base, **now}) == ["<conftest> ../conftest.py (changed)"]

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_capevolve._project.paths import rebase, to_stored
-from pytest_capevolve._project.spec import load_spec
+from pytest_capevolve._project.spec import load_spec, rebase, to_stored
 from pytest_capevolve._store.rundir import RunDir, RunDirError
 
 

@@ -1,4 +1,4 @@
-"""What a sandbox child may reach (``_engine/sandbox_boundary.py``), a real child confined to it,
+"""What a sandbox child may reach (``_engine/sandbox.py``), a real child confined to it,
 and the labels every view carries (``_engine/confinement.py``)."""
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from pytest_capevolve._confine.landlock import abi
 from pytest_capevolve._confine.launch import CONFINEMENT_ENV
 from pytest_capevolve._engine import confinement
 from pytest_capevolve._engine.runner import run_and_score
-from pytest_capevolve._engine.sandbox import isolated
-from pytest_capevolve._engine.sandbox_boundary import Fence
+from pytest_capevolve._engine.sandbox import Fence, isolated
 from pytest_capevolve._project.adapter import load_adapter
 from pytest_capevolve._project.spec import FROZEN_KEYS, load_spec
 

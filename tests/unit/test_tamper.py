@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_capevolve._project.tamper import (
+from pytest_capevolve._project.harness import (
     DEFAULT_PROTECTED,
     expand,
     is_protected,

@@ -1,4 +1,4 @@
-"""The text hash (:mod:`pytest_capevolve._project.text_identity`): blind to line endings and
+"""The text hash (:mod:`pytest_capevolve._project.candidate.text_hash`): blind to line endings and
 trailing whitespace, and to nothing else a reader of the text sees."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_capevolve._project.text_identity import normalized_text, text_hash
+from pytest_capevolve._project.candidate import normalized_text, text_hash
 
 LINES = st.lists(
     st.text(st.characters(blacklist_categories=("Cs", "Zl", "Zp", "Cc")), max_size=20), max_size=6

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypedDict
 
 from ..._engine import confinement
-from ..._project.candidate import CandidateError, changed_files, content_hash
-from ..._project.candidate_diff import bounded, unified_diff
+from ..._project.candidate import CandidateError, bounded, changed_files, content_hash, unified_diff
 from ..._project.spec import Spec
 from ..._show.numbers import num
 from ..._store.decisions.state_tally import label_of, short

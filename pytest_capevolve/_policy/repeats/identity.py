@@ -21,8 +21,7 @@ from typing import Any
 
 from ..._decide.alpha_budget import shown_decision
 from ..._decide.verdict import Verdict
-from ..._project.candidate import CandidateError, content_hash, null_control_of
-from ..._project.text_identity import text_hash
+from ..._project.candidate import CandidateError, content_hash, null_control_of, text_hash
 from ..._store.files import RunDirError
 from ..._store.log.event_kinds import CANDIDATE_REGISTERED, DECISION
 from ..._store.memory import project_memory, shared_ledger, task_keys

@@ -4,7 +4,7 @@ concurrency 1 the next rollout's request sent ahead (:class:`SendAhead`).
 Before each item, the rollouts of the next items this process owns are started off the main thread, up to
 K, and each item's ``runtest`` collects its own; reports, persistence, resume and crash safety are those of
 K = 1. A rollout started ahead whose item never runs is dropped unreported (its key stays owed; ``dropped``
-counts them). Output of an in-flight rollout is routed to its own item (:mod:`.routed_output`)."""
+counts them). Output of an in-flight rollout is routed to its own item (:mod:`..._engine.rollout_output`)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from ..._engine.inflight import RolloutPool
-from ..._engine.routed_output import OutputRouting
+from ..._engine.rollout_output import OutputRouting
 from ..._engine.runner import declared_thread_safe
 from ..._items.nodes import EvalContext, RolloutItem, time_call_as_rollout
 from ..._policy.budget.spend import Ceilings
