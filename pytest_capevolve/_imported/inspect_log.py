@@ -2,7 +2,7 @@
 (``pip install 'pytest-capevolve[inspect]'``).
 
 Each sample is a task, each epoch a trial; the reward is one scorer's value (the first, or
-``scorer``) mapped by :mod:`.inspect_rewards`. An errored or unscored sample is missing data.
+``scorer``) mapped by :func:`inspect_reward`. An errored or unscored sample is missing data.
 The trial seed is the log's generate-config ``seed`` (:func:`log_seed`)."""
 
 from __future__ import annotations
@@ -12,17 +12,31 @@ from typing import Any
 
 from .results import ImportedRun, Outcome, ResultsError, checked_reward, made_run
 
+# inspect_ai.scorer's CORRECT, PARTIAL, INCORRECT and NOANSWER: no answer is a 0, not missing data
+REWARDS = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}
+
 
 def looks_like_inspect_json(head: Any) -> bool:
     """A JSON document that is an inspect log: its ``eval`` spec and its ``version``."""
     return isinstance(head, dict) and isinstance(head.get("eval"), dict) and "version" in head
 
 
+def inspect_reward(value: Any) -> float | None:
+    """The reward of an inspect score value, for the bridge and this reader alike; None when it has
+    none (a dict, a list, another string): the caller refuses it in its own words, and checks a
+    number is in [0, 1]."""
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str) and value in REWARDS:
+        return REWARDS[value]
+    return None
+
+
 def read_inspect(path: Path, label: str | None = None, scorer: str | None = None) -> ImportedRun:
     try:
         from inspect_ai.log import read_eval_log
-
-        from .inspect_rewards import inspect_reward
     except ImportError:
         raise ResultsError(
             f"{path} is an inspect_ai log; reading it needs inspect_ai: pip install "

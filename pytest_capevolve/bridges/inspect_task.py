@@ -40,7 +40,7 @@ try:
     from inspect_ai.solver import TaskState
 
     # shared with ``capevolve compare``'s inspect reader, so both score a sample alike
-    from .._imported.inspect_rewards import inspect_reward
+    from .._imported.inspect_log import inspect_reward
 except ImportError as exc:  # imported by a project's adapter.py, when a session collects
     raise ImportError(
         "the inspect_ai bridge needs inspect_ai: pip install 'pytest-capevolve[inspect]'"
@@ -236,7 +236,7 @@ class InspectTaskAdapter:
         return grader
 
     def reward_of(self, value: Any) -> float:
-        """The reward of an inspect score value (:mod:`.._imported.inspect_rewards`)."""
+        """The reward of an inspect score value (:func:`.._imported.inspect_log.inspect_reward`)."""
         reward = inspect_reward(value)
         if reward is not None:
             return reward

@@ -14,8 +14,7 @@ from collections.abc import Iterable, Iterator
 
 from ..numbers import interval, num
 from .model import DETAIL_LIMIT, Dashboard, Trial
-from .plots import best_so_far_plot, forest_plot, heatmap_parts, lineage_plot, spend_plot
-from .svg import esc
+from .plots import best_so_far_plot, esc, forest_plot, heatmap_parts, lineage_plot, spend_plot
 
 OUTPUT_CHARS = 240  # model output is shown cut: the rollout file holds all of it
 PLAIN_ROWS = 1024  # drill-down rows without detail kept drawn (a few shapes each; bounded all the same)
@@ -203,9 +202,9 @@ def _trial_row(trial: Trial) -> str:
 
 
 def _drill_down(dash: Dashboard) -> Iterator[str]:
-    """A task at a time: its means per tag, then its trials (:meth:`.model.Dashboard.trials`'s
-    rows, drawn here without a :class:`.model.Trial` per rollout: a row with no detail has only
-    a few shapes, each drawn once)."""
+    """A task at a time: its means per tag, then its val rollouts in column, then trial order,
+    without a :class:`.model.Trial` per rollout: a row with no detail has only a few shapes, each
+    drawn once."""
     if not dash.task_ids:
         yield "<p>no val tasks yet</p>"
         return
