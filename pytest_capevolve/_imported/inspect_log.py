@@ -10,14 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .results import ImportedRun, Outcome, ResultsError, checked_reward, made_run
+from .results import ImportedRun, Outcome, ReadOptions, ResultsError, checked_reward, made_run
 
 # inspect_ai.scorer's CORRECT, PARTIAL, INCORRECT and NOANSWER: no answer is a 0, not missing data
 REWARDS = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}
 
 
-def looks_like_inspect_json(head: Any) -> bool:
-    """A JSON document that is an inspect log: its ``eval`` spec and its ``version``."""
+def looks_like_inspect(path: Path, head: Any) -> bool:
+    """An ``.eval`` file, or a JSON document with an inspect log's ``eval`` spec and ``version``."""
+    if path.suffix.lower() == ".eval":
+        return True
     return isinstance(head, dict) and isinstance(head.get("eval"), dict) and "version" in head
 
 
@@ -34,7 +36,7 @@ def inspect_reward(value: Any) -> float | None:
     return None
 
 
-def read_inspect(path: Path, label: str | None = None, scorer: str | None = None) -> ImportedRun:
+def read_inspect(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
     try:
         from inspect_ai.log import read_eval_log
     except ImportError:
@@ -48,7 +50,7 @@ def read_inspect(path: Path, label: str | None = None, scorer: str | None = None
         raise ResultsError(
             f"{path}: inspect_ai could not read it as a log ({type(exc).__name__}: {exc})"
         ) from None
-    names = [s.name for s in (log.eval.scorers or [])]
+    names, scorer = [s.name for s in (log.eval.scorers or [])], options.scorer
     chosen = scorer or (names[0] if names else None)
     samples = list(log.samples or [])
     if scorer is None and chosen is None:
@@ -84,7 +86,7 @@ def read_inspect(path: Path, label: str | None = None, scorer: str | None = None
         notes.append(f"the log's scorers: {', '.join(names)} (--scorer picks another)")
     if log.status != "success":
         notes.append(f"the log's status is {log.status}: samples it did not finish are missing")
-    return made_run(path, "inspect", label, outcomes, notes)
+    return made_run(path, "inspect", options.label, outcomes, notes)
 
 
 def log_seed(log: Any) -> str | None:

@@ -13,12 +13,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .results import ImportedRun, Outcome, ResultsError, checked_reward, made_run
+from .results import ImportedRun, Outcome, ReadOptions, ResultsError, checked_reward, json_document, made_run
 
 ERROR = 2  # promptfoo's ResultFailureReason.ERROR (0 none, 1 an assertion failed)
 
 
 def looks_like_promptfoo(path: Path, head: Any) -> bool:
+    if path.suffix.lower() != ".json":
+        return False
     return isinstance(head, dict) and "evalId" in head or _rows(head) is not None
 
 
@@ -38,10 +40,8 @@ def arm_of(row: dict[str, Any]) -> str:
     return f"{name} | {prompt_name}" if prompt_name else str(name)
 
 
-def read_promptfoo(
-    path: Path, head: Any, label: str | None = None, scorer: str | None = None, arm: str | None = None
-) -> ImportedRun:
-    rows = _rows(head)
+def read_promptfoo(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
+    rows, label, scorer, arm = _rows(head or json_document(path)), options.label, options.scorer, options.arm
     if rows is None:
         raise ResultsError(f"{path}: no results.results list; is it `promptfoo eval -o results.json` output?")
     arms = list(dict.fromkeys(arm_of(r) for r in rows))

@@ -9,7 +9,6 @@ from typing import Any
 
 from .._imported.compare import Comparison, PairResult
 from .._imported.pairwise import PairwiseComparison
-from .._imported.pairwise import promises as promises_of
 from .numbers import interval, num
 from .report import render_verdicts
 
@@ -168,7 +167,7 @@ def render_pairwise_table(result: PairwiseComparison) -> list[str]:
     """``compare --pairwise`` on the terminal: the decision, its counts, the promises."""
     head, facts = _pairwise_lines(result)
     lines = [f"preferences {result.path}", head, *[f"  {line}" for line in facts], ""]
-    return [*lines, *_promise_lines(promises_of(result), "What holds")]
+    return [*lines, *_promise_lines(result.promises(), "What holds")]
 
 
 def render_pairwise_markdown(result: PairwiseComparison) -> str:
@@ -182,7 +181,7 @@ def render_pairwise_markdown(result: PairwiseComparison) -> str:
         *[f"- {_md(line)}" for line in facts],
         "",
     ]
-    return "\n".join([*out, *_promise_lines(promises_of(result), "What holds", markdown=True)]) + "\n"
+    return "\n".join([*out, *_promise_lines(result.promises(), "What holds", markdown=True)]) + "\n"
 
 
 def _md(text: str) -> str:

@@ -115,8 +115,7 @@ def measure(
         records = (known or {}).get(split)
         if records is None and splits[split]:
             records = index_records(rundir.rollouts.indexed_rollouts(split, tags))
-        ids = list(splits[split])
-        _persisted_split(result, split, ids, records or {}, tags, spec.num_trials, spec.base_seed, train_note)
+        _persisted_split(result, split, list(splits[split]), records or {}, spec, train_note)
     _test_split(result, rundir, splits)
     result.lineage = _lineage(rundir, events)
     label = labelled_accepts(events).get(best)
@@ -131,9 +130,8 @@ def measure(
         result.labels.insert(
             0, f"{short(label)}: the best {best!r} is {said}" if said else f"the best {best!r} is {label}"
         )
-    result.spend, result.screening = _spend(
-        rundir, events, rollouts_by_split, state, len(splits["val"]), spec.num_trials
-    )
+    saved_each = len(splits["val"]) * spec.num_trials  # the val rollouts a candidate refused unrun saved
+    result.spend, result.screening = _spend(rundir, events, rollouts_by_split, state, saved_each)
     result.calibration = calibration(events, spec.gate_alpha)
     if result.calibration["alarm"]:
         result.labels.insert(0, result.calibration["text"])
@@ -176,19 +174,14 @@ def _of_many(said: dict[Any, str], what: str, otherwise: str | None = None) -> s
 
 
 def _persisted_split(
-    result: Measurement,
-    split: str,
-    task_ids: list[str],
-    records: ByTag,
-    tags: list[str],
-    trials: int,
-    seed: int,
-    train_note: str | None = None,
+    result: Measurement, split: str, task_ids: list[str], records: ByTag, spec: Spec, note: str | None
 ) -> None:
     if not task_ids:
         result.arms.append(ArmLine(split, "—", "—", note="empty: this split has no tasks"))
         return
-    matrices = {}
+    matrices: dict[str, np.ndarray] = {}
+    trials = spec.num_trials
+    tags = [SEED_TAG] if result.null_result else [SEED_TAG, result.best]
     for tag in tags:
         arm = "seed" if tag == SEED_TAG else "best"
         source = f"rollouts/{split}/*__{tag}__t*.json"
@@ -203,9 +196,9 @@ def _persisted_split(
             ArmLine(split, arm, tag, mean, se, len(task_ids), trials, stats.coverage(matrix), source=source)
         )
     if split == "train" and not matrices:
-        result.arms.append(ArmLine(split, "—", "—", tasks=len(task_ids), note=train_note or NO_TRAIN_NOTE))
+        result.arms.append(ArmLine(split, "—", "—", tasks=len(task_ids), note=note or NO_TRAIN_NOTE))
     if len(matrices) == 2:
-        summary = paired_summary(matrices[tags[1]], matrices[SEED_TAG], seed=seed)
+        summary = paired_summary(matrices[tags[1]], matrices[SEED_TAG], seed=spec.base_seed)
         result.deltas.append(DeltaLine(split, summary, f"rollouts/{split}/ (paired by task)"))
 
 
@@ -283,12 +276,7 @@ def _lineage(rundir: RunDir, events: list[dict[str, Any]]) -> list[dict[str, Any
 
 
 def _spend(
-    rundir: RunDir,
-    events: list[dict[str, Any]],
-    paid: dict[str, int],
-    state: dict[str, Any],
-    val_tasks: int,
-    trials: int,
+    rundir: RunDir, events: list[dict[str, Any]], paid: dict[str, int], state: dict[str, Any], saved_each: int
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     spent = state["spent"]
     spend = {
@@ -307,7 +295,7 @@ def _spend(
         if verdict.get("basis") in SCREENED
     ]
     screens = [e for e in events if e.get("kind") == SCREEN]
-    saved = len(refused) * val_tasks * trials  # tamper and leak checks and microcases cost no rollout
+    saved = len(refused) * saved_each  # tamper and leak checks and microcases cost no rollout
     subset = screen_ledger(screens, val_paid_by_tag(rundir, screens))
     return spend, {"refused": refused, "cost": 0, "saved": saved, "net": saved, "subset": subset}
 
