@@ -3,7 +3,7 @@
 Each pair is decided by :func:`~.._decide.gate.decide` in the ``exact`` mode, as a gate session
 decides a candidate against its best; Holm's levels across the pairs
 (:func:`~.._decide.rounds.family_levels`) hold the chance of any false accept at α. What holds
-for imported results is part of every answer (:func:`promises`)."""
+for imported results is part of every answer (:meth:`Comparison.promises`)."""
 
 from __future__ import annotations
 
@@ -225,7 +225,8 @@ def compare_runs(
             "margin question, or ask the superiority question with the clusters"
         )
 
-    def judge(run: ImportedRun, pairing: Pairing, config: GateConfig) -> Verdict:
+    def judge(run: ImportedRun, pairing: Pairing, level: Fraction | None = None) -> Verdict:
+        config = settings.gate_config(level, pairing.clusters)
         return decide(
             pairing.candidate,
             pairing.baseline,
@@ -236,17 +237,14 @@ def compare_runs(
             infra_errors=dict(pairing.infra_errors),
         )
 
-    first = [
-        judge(c, p, settings.gate_config(clusters=p.clusters))
-        for c, p in zip(candidates, pairings, strict=True)
-    ]
+    first = [judge(c, p) for c, p in zip(candidates, pairings, strict=True)]
     alpha = Fraction(str(settings.alpha))
     p_values = [Fraction(v.p_exact) if v.p_exact else Fraction(1) for v in first]
     levels = family_levels(p_values, alpha, settings.multiple)
     results = []
     for run, pairing, verdict, level in zip(candidates, pairings, first, levels, strict=True):
         if level != alpha and verdict.p_exact:  # decided again at its Holm level, exactly
-            verdict = judge(run, pairing, settings.gate_config(level, pairing.clusters))
+            verdict = judge(run, pairing, level)
             verdict = replace(verdict, reason=f"{verdict.reason} (Holm across {len(candidates)} runs)")
         if not set(pairing.task_ids) - set(pairing.only_in_baseline) - set(pairing.only_in_candidate):
             verdict = replace(verdict, reason=f"{verdict.reason}; {_no_shared_task(baseline, run)}")

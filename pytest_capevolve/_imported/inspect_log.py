@@ -48,7 +48,7 @@ def read_inspect(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
         log = read_eval_log(str(path))
     except Exception as exc:  # inspect's reader raises whatever its parser met
         raise ResultsError(
-            f"{path}: inspect_ai could not read it as a log ({type(exc).__name__}: {exc})"
+            f"{path}: inspect_ai cannot read it as a log ({type(exc).__name__}: {exc})"
         ) from None
     names, scorer = [s.name for s in (log.eval.scorers or [])], options.scorer
     chosen = scorer or (names[0] if names else None)
@@ -63,14 +63,12 @@ def read_inspect(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
     outcomes: list[Outcome] = []
     for sample in samples:
         task_id, trial = str(sample.id), str(sample.epoch)
-        if sample.error is not None:
-            outcomes.append(
-                Outcome(task_id, trial, None, f"inspect sample error: {sample.error.message}", seed)
-            )
-            continue
         score = (sample.scores or {}).get(chosen or "")
-        if score is None:
-            outcomes.append(Outcome(task_id, trial, None, f"not scored by {chosen}", seed))
+        if sample.error is not None or score is None:
+            error = (
+                f"inspect sample error: {sample.error.message}" if sample.error else f"not scored by {chosen}"
+            )
+            outcomes.append(Outcome(task_id, trial, None, error, seed))
             continue
         reward = inspect_reward(score.value)
         where = f"{path}: sample {task_id!r} epoch {trial}, scorer {chosen}"

@@ -314,10 +314,7 @@ def compare_pairwise(
 ) -> PairwiseComparison:
     """Read ``path`` and decide: what ``capevolve compare --pairwise`` does. ``clusters``
     (``--clusters FILE``) gives a cluster to tasks the file's own column does not."""
-    judgements = read_judgements(Path(path))
-    if clusters:
-        judgements = [
-            j if j.cluster is not None else replace(j, cluster=clusters.get(j.task_id)) for j in judgements
-        ]
+    given = clusters or {}
+    judgements = [replace(j, cluster=j.cluster or given.get(j.task_id)) for j in read_judgements(Path(path))]
     named = (labels[0] or "A", labels[1] or "B")
     return PairwiseComparison(Path(path), named, judgements, alpha, min_coverage)

@@ -54,8 +54,7 @@ def read_promptfoo(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
             f"{path} holds {len(arms)} arms ({'; '.join(arms)}); name one with --arm (one per run, "
             "in order: compare the file with itself to compare two of its arms)"
         )
-    described = [(r.get("testCase") or {}).get("description") for r in rows]
-    by_description = all(described)
+    by_description = all((r.get("testCase") or {}).get("description") for r in rows)
     outcomes: list[Outcome] = []
     for row in sorted(rows, key=lambda r: int(r.get("testIdx") or 0)):
         task = _task_of(row, by_description)
@@ -64,12 +63,12 @@ def read_promptfoo(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
             outcomes.append(Outcome(task, None, None, str(row.get("error"))))
             continue
         outcomes.append(Outcome(task, None, checked_reward(_reward(row, scorer, where), where)))
-    notes = [f"arm {arm or arms[0]}", f"reward {scorer or 'score'}"]
-    notes.append(
-        "tasks by test description; a --repeat is a trial"
-        if by_description
-        else "tasks by test vars (the tests have no descriptions); a --repeat is a trial"
-    )
+    tasks = "test description" if by_description else "test vars (the tests have no descriptions)"
+    notes = [
+        f"arm {arm or arms[0]}",
+        f"reward {scorer or 'score'}",
+        f"tasks by {tasks}; a --repeat is a trial",
+    ]
     if label is None and arm is not None:
         label = f"{path.name} [{arm}]"
     return made_run(path, "promptfoo", label, outcomes, notes)

@@ -173,15 +173,8 @@ def render_pairwise_table(result: PairwiseComparison) -> list[str]:
 def render_pairwise_markdown(result: PairwiseComparison) -> str:
     """The summary a CI job posts for ``compare --pairwise``."""
     head, facts = _pairwise_lines(result)
-    out = [
-        "## capevolve compare --pairwise",
-        "",
-        f"**{_md(head)}**",
-        "",
-        *[f"- {_md(line)}" for line in facts],
-        "",
-    ]
-    return "\n".join([*out, *_promise_lines(result.promises(), "What holds", markdown=True)]) + "\n"
+    out = ["## capevolve compare --pairwise", "", f"**{_md(head)}**", "", *(f"- {_md(f)}" for f in facts)]
+    return "\n".join([*out, "", *_promise_lines(result.promises(), "What holds", markdown=True)]) + "\n"
 
 
 def _md(text: str) -> str:

@@ -101,16 +101,13 @@ def measure(
     best = str(state["best_id"])
     result = Measurement(rundir.run_id, rundir.root, best)
     tags = [SEED_TAG] if best == SEED_TAG else [SEED_TAG, best]
-    if result.null_result:
-        result.labels.append(
-            "null result: no candidate was accepted, the seed is still the best; "
-            "there is no improvement to report"
-        )
-    else:
-        result.labels.append(
-            "selected on val: the best was chosen for its val score, so its val gain is "
-            "optimistic; only the test row is held out"
-        )
+    result.labels.append(
+        "null result: no candidate was accepted, the seed is still the best; there is no improvement to "
+        "report"
+        if result.null_result
+        else "selected on val: the best was chosen for its val score, so its val gain is optimistic; only "
+        "the test row is held out"
+    )
     for split in ("val", "train"):
         records = (known or {}).get(split)
         if records is None and splits[split]:

@@ -42,9 +42,7 @@ try:
     # shared with ``capevolve compare``'s inspect reader, so both score a sample alike
     from .._imported.inspect_log import inspect_reward
 except ImportError as exc:  # imported by a project's adapter.py, when a session collects
-    raise ImportError(
-        "the inspect_ai bridge needs inspect_ai: pip install 'pytest-capevolve[inspect]'"
-    ) from exc
+    raise ImportError("the inspect bridge needs inspect_ai: pip install 'pytest-capevolve[inspect]'") from exc
 
 _MESSAGES: dict[str, type[ChatMessage]] = {
     "system": ChatMessageSystem,
@@ -125,9 +123,7 @@ class InspectTaskAdapter:
         reference = self._factory(self._seed_dir)
         self._scorers = list(_as_list(reference.scorer))
         if not self._scorers:
-            raise AdapterError(
-                f"the seed's inspect task ({self._seed_dir}) has no scorer: nothing can be gated"
-            )
+            raise AdapterError(f"the seed's inspect task ({self._seed_dir}) has no scorer: nothing to gate")
         self._samples = _keyed_samples(reference.dataset)
         self._batches = weakref.WeakKeyDictionary()
         self._graders = weakref.WeakKeyDictionary()
@@ -164,9 +160,8 @@ class InspectTaskAdapter:
         ctx, seed = key
         candidate = self._factory(Path(ctx))
         samples = [self._blind(self._samples[t]) for t in task_ids]
-        run = inspect_ai.Task(
-            dataset=samples, solver=candidate.solver, scorer=None, config=candidate.config, name="capevolve"
-        )
+        solver, config = candidate.solver, candidate.config
+        run = inspect_ai.Task(dataset=samples, solver=solver, scorer=None, config=config, name="capevolve")
         _quiet_display()
         self.evals += 1
         logs = await inspect_ai.eval_async(

@@ -372,18 +372,14 @@ def best_so_far(
         if decision.decision == "accept":
             best = decision.tag
         mean, ci = numbers(best)
-        points.append(
-            BestPoint(
-                iteration,
-                best,
-                mean,
-                ci,
-                candidate=decision.tag,
-                decision=decision.decision,
-                candidate_mean=_mean(matrices.get(decision.tag)),
-            )
-        )
+        candidate_mean = _mean(matrices.get(decision.tag))
+        points.append(BestPoint(iteration, best, mean, ci, decision.tag, decision.decision, candidate_mean))
     return points
+
+
+def _label(event: dict[str, Any]) -> str | None:
+    """A forced or re-gated accept's label, shown wherever its decision is (``_store/decisions/forced``)."""
+    return FORCED_LABEL if event.get("against_gate") else label_of(event)
 
 
 def _decision(event: dict[str, Any]) -> Decision:
@@ -391,11 +387,7 @@ def _decision(event: dict[str, Any]) -> Decision:
         tag=str(event.get("tag")),
         parent=None if event.get("parent") is None else str(event.get("parent")),
         decision=str(event.get("decision")),
-        # a forced (or re-gated) accept is shown as one wherever its decision is
-        # (:mod:`..._store.decisions.forced`)
-        basis=FORCED_LABEL
-        if event.get("against_gate")
-        else label_of(event) or (None if event.get("basis") is None else str(event.get("basis"))),
+        basis=_label(event) or (None if event.get("basis") is None else str(event.get("basis"))),
         delta_mean=_number(event.get("delta_mean")),
         p_value=_number(event.get("p_value")),
     )
@@ -443,8 +435,7 @@ def _booked(rows: list[VerdictRow], log: Log) -> list[VerdictRow]:
         if event.get("kind") == VERDICT:
             last_verdict[tag] = number
         elif event.get("kind") == DECISION and event.get("decision"):
-            label = FORCED_LABEL if event.get("against_gate") else label_of(event)
-            forced = f" ({short(label)})" if label else ""  # not the gate's plain accept
+            forced = f" ({short(label)})" if (label := _label(event)) else ""  # not the gate's plain accept
             booked[tag] = (number, str(event["decision"]) + forced)
     return [
         replace(row, decision=booked[row.tag][1])

@@ -170,18 +170,9 @@ def _verdict_table(dash: Dashboard) -> str:
     head = ("tag", "against", "decision", "basis", "n", "Δ̄", "95% CI", "p", "bar", "reason")
     out = ['<table class="verdicts"><tr>' + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr>"]
     for v in dash.verdicts:
-        cells = [
-            ("", v.tag + (" (null)" if v.null_control else "")),
-            ("", v.against),
-            ("", v.decision.upper()),
-            ("", v.basis),
-            ("num", str(v.n_tasks)),
-            ("num", num(v.delta_mean, "+.4f")),
-            ("num", interval(v.ci, "+.4f")),
-            ("num", num(v.p_value, ".4g")),
-            ("num", num(v.bar, ".4f")),
-            ("", v.reason),
-        ]
+        named = [v.tag + (" (null)" if v.null_control else ""), v.against, v.decision.upper(), v.basis]
+        nums = [num(v.delta_mean, "+.4f"), interval(v.ci, "+.4f"), num(v.p_value, ".4g"), num(v.bar, ".4f")]
+        cells = [*(("", c) for c in named), *(("num", c) for c in [str(v.n_tasks), *nums]), ("", v.reason)]
         out.append("<tr>" + "".join(f'<td class="{k}">{esc(c)}</td>' for k, c in cells) + "</tr>")
     out.append("</table>")
     return "".join(out)
