@@ -66,11 +66,9 @@ def _facts(result: PairResult) -> str:
         lower, upper = verdict.margin["lower"], verdict.margin["upper"]
         shown = f"[{lower:+.4f}, {upper:+.4f}]" if upper is not None else f"> {lower:+.4f}"
         facts.insert(1, f"{verdict.margin['question']}: mean Δ {shown} at {1 - float(result.level):.0%}")
-    if pairing.only_in_baseline or pairing.only_in_candidate:
-        facts.append(
-            f"tasks in one run only: {len(pairing.only_in_baseline)} baseline, "
-            f"{len(pairing.only_in_candidate)} candidate"
-        )
+    only = (len(pairing.only_in_baseline), len(pairing.only_in_candidate))
+    if any(only):
+        facts.append(f"tasks in one run only: {only[0]} baseline, {only[1]} candidate")
     if any(verdict.infra_errors.values()):
         errors = verdict.infra_errors
         # an errored trial, or one the other run measured that this file has no row for

@@ -230,13 +230,12 @@ def _test_split(result: Measurement, rundir: RunDir, splits: dict[str, Any]) -> 
     if reused:  # acknowledged at finalize: said first, on every view this measurement feeds
         before = ", ".join(f"run {r.get('run_id')}" for r in reused.get("scored_before", []))
         result.labels.insert(0, f"{REUSED_LABEL}: these test tasks were scored before ({before})")
+    reuse = f" — {REUSED_LABEL}" if reused else ""
     for arm in ("seed", "best"):
         numbers = sealed.get(arm)
         if numbers is None:
             continue
-        source = f"seal.json (rollouts/test/*__{numbers['tag']}__t*.json)" + (
-            f" — {REUSED_LABEL}" if reused else ""
-        )
+        source = f"seal.json (rollouts/test/*__{numbers['tag']}__t*.json){reuse}"
         figures = {key: numbers[key] for key in ("mean", "se", "tasks", "trials", "coverage")}
         result.arms.append(ArmLine("test", arm, numbers["tag"], **figures, source=source))
     if sealed.get("delta_vs_seed") is not None:

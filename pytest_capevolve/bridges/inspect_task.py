@@ -82,10 +82,8 @@ def _names_a_resource(text: str) -> bool:
 def solver_params(capability: Path, name: str = "solver.yaml") -> dict[str, Any]:
     """The candidate's solver parameters: the mapping in ``name`` (``{}`` without the file)."""
     path = Path(capability) / name
-    if not path.is_file():
-        return {}
-    params = yaml.safe_load(path.read_text(encoding="utf-8"))
-    if params is None:
+    params = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+    if params is None:  # no file, or an empty one
         return {}
     if not isinstance(params, dict):
         raise AdapterError(f"{path} must hold a mapping of solver parameters, got {type(params).__name__}")
@@ -303,10 +301,8 @@ async def _with_grader(scoring: Any, grader: Model, seed: int | None) -> Any:
 
 def _seed_folder(project_dir: Path, default: str) -> Path:
     spec = project_dir / "capevolve.yaml"
-    named = None
-    if spec.is_file():
-        loaded = yaml.safe_load(spec.read_text(encoding="utf-8"))
-        named = loaded.get("capability_path") if isinstance(loaded, dict) else None
+    loaded = yaml.safe_load(spec.read_text(encoding="utf-8")) if spec.is_file() else None
+    named = loaded.get("capability_path") if isinstance(loaded, dict) else None
     return project_dir / str(named or default)
 
 
