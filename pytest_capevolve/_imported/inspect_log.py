@@ -48,7 +48,7 @@ def read_inspect(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
         log = read_eval_log(str(path))
     except Exception as exc:  # inspect's reader raises whatever its parser met
         raise ResultsError(
-            f"{path}: inspect_ai cannot read it as a log ({type(exc).__name__}: {exc})"
+            f"{path}: inspect_ai could not read it as a log ({type(exc).__name__}: {exc})"
         ) from None
     names, scorer = [s.name for s in (log.eval.scorers or [])], options.scorer
     chosen = scorer or (names[0] if names else None)

@@ -33,10 +33,8 @@ def _cut(text: str, limit: int = 160) -> str:
 
 def render_table(comparison: Comparison) -> list[str]:
     """The terminal form: the runs, one verdict line each, the band moves, the promises."""
-    lines = [
-        _run_line("baseline", comparison.baseline),
-        f"question: is each run {comparison.settings.question}?",
-    ]
+    question = f"question: is each run {comparison.settings.question}?"
+    lines = [_run_line("baseline", comparison.baseline), question]
     lines += [_run_line("candidate", p.candidate) for p in comparison.pairs]
     lines += ["", *render_verdicts([p.verdict for p in comparison.pairs]), ""]
     lines += [f"{result.candidate.label}: {_facts(result)}" for result in comparison.pairs]

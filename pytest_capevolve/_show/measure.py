@@ -383,8 +383,7 @@ def render_markdown(m: Measurement) -> str:
         out.append("")
     out += ["## The table", ""]
     rows = table_rows(m)
-    out.append("| " + " | ".join(rows[0]) + " |")
-    out.append("|" + "---|" * len(rows[0]))
+    out += ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
     out += ["| " + " | ".join(c.replace("|", "\\|") if c else " " for c in r) + " |" for r in rows[1:]]
     out.append("")
     out += [f"- best − seed on **{d.split}**: {_delta_text(d)} — from `{d.source}`" for d in m.deltas]
