@@ -3,7 +3,7 @@
 Each pair is decided by :func:`~.._decide.gate.decide` in the ``exact`` mode, as a gate session
 decides a candidate against its best; Holm's levels across the pairs
 (:func:`~.._decide.rounds.family_levels`) hold the chance of any false accept at α. What holds
-for imported results is part of every answer (:func:`promises`)."""
+for imported results is part of every answer (:meth:`Comparison.promises`)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,14 @@ from .results import ImportedRun, ResultsError
 from .table import read_cluster_map
 
 MULTIPLE = ("holm", "none")
+
+SEEDS_SAID = {
+    COMMON: "both runs record the same seed for every trial paired (common random numbers)",
+    DIFFER: "the runs record different seeds, so paired trials did not share random numbers (the test "
+    "stays valid; it pairs tasks, and is less sensitive)",
+    NOT_SHOWN: "common trial seeds are not shown (a file records none), so the trials are not known to "
+    "share random numbers",
+}
 
 
 @dataclass(frozen=True)
@@ -101,7 +109,64 @@ class Comparison:
         return all(d == "accept" for d in self.decisions)
 
     def promises(self) -> dict[str, list[str]]:
-        return promises(self)
+        """What holds for these imported results, and what does not — said in every answer."""
+        settings, pairs = self.settings, self.pairs
+        test = (
+            f"the question is {settings.question}: a betting test over the tasks measured in both "
+            "runs (fixed bets, p = 1/E), whose false-accept rate is at most α for any rewards in "
+            "[0, 1] when the tasks are independent; the margin is part of every p and bound shown"
+            if settings.margin or settings.equivalence
+            else "the test is the gate's own: a one-sided exact paired sign-flip test over the tasks "
+            "measured in both runs (p exact on a reward grid, seeded Monte Carlo off one: p_method "
+            "says which); its false-accept rate is at most α when the runs are independent "
+            "evaluations of the same tasks"
+        )
+        holds = [
+            test,
+            "missing data stays missing: an errored sample is never a 0; paired coverage below "
+            f"{settings.min_coverage:.0%} is indecisive, and so are unequal errors that could flip a "
+            "decision",
+        ]
+        if len(pairs) > 1:
+            holds.append(
+                f"{len(pairs)} runs against one baseline: Holm's step-down across the pairs keeps the "
+                "chance of any false accept at most α"
+                if settings.multiple == "holm"
+                else f"{len(pairs)} runs each decided at α (--multiple none): the chance of any false "
+                f"accept is up to {len(pairs)}·α"
+            )
+        not_hold: list[str] = []
+        for result in pairs:
+            name, seeds = result.candidate.label, result.pairing.seeds
+            (holds if seeds == COMMON else not_hold).append(f"{name}: {SEEDS_SAID[seeds]}")
+            if result.pairing.clusters:
+                holds.append(
+                    f"{name}: its tasks come in {len(set(result.pairing.clusters))} clusters: the test "
+                    "flips whole clusters (exact whatever the dependence within one) and the interval "
+                    "is cluster-robust"
+                )
+            elif settings.margin or settings.equivalence:
+                not_hold.append(
+                    f"{name}: tasks are taken as independent, as a margin needs them (clusters are refused "
+                    "with --margin and --equivalence); if several share a source, the margin's α does not "
+                    "hold: ask whether the run is better instead, with --clusters FILE or a cluster column"
+                )
+            else:
+                not_hold.append(
+                    f"{name}: tasks are taken as independent; if several share a source, give their clusters "
+                    "(--clusters FILE, or a cluster column) so the test flips whole clusters"
+                )
+            if result.pairing.trials_by == "position" and result.pairing.baseline.shape[1] > 1:
+                not_hold.append(f"{name}: the files label no trials; a task's trials are paired by position")
+        not_hold += [
+            "nothing is sealed: these tasks may be the ones the runs were tuned on, so a gain here is "
+            "a gain on these tasks, not a held-out estimate",
+            "how the runs were chosen is unknown: α covers this comparison, not the best of many runs "
+            "tried, nor a run repeated until it won",
+            "no null control: how far two runs of the same thing differ is not measured here; compare "
+            "two runs of the baseline (capevolve compare A A-again) to see that noise",
+        ]
+        return {"hold": holds, "do_not_hold": not_hold}
 
     def to_dict(self) -> dict[str, Any]:
         """The whole answer as plain JSON: every number behind every decision."""
@@ -160,7 +225,8 @@ def compare_runs(
             "margin question, or ask the superiority question with the clusters"
         )
 
-    def judge(run: ImportedRun, pairing: Pairing, config: GateConfig) -> Verdict:
+    def judge(run: ImportedRun, pairing: Pairing, level: Fraction | None = None) -> Verdict:
+        config = settings.gate_config(level, pairing.clusters)
         return decide(
             pairing.candidate,
             pairing.baseline,
@@ -171,17 +237,14 @@ def compare_runs(
             infra_errors=dict(pairing.infra_errors),
         )
 
-    first = [
-        judge(c, p, settings.gate_config(clusters=p.clusters))
-        for c, p in zip(candidates, pairings, strict=True)
-    ]
+    first = [judge(c, p) for c, p in zip(candidates, pairings, strict=True)]
     alpha = Fraction(str(settings.alpha))
     p_values = [Fraction(v.p_exact) if v.p_exact else Fraction(1) for v in first]
     levels = family_levels(p_values, alpha, settings.multiple)
     results = []
     for run, pairing, verdict, level in zip(candidates, pairings, first, levels, strict=True):
         if level != alpha and verdict.p_exact:  # decided again at its Holm level, exactly
-            verdict = judge(run, pairing, settings.gate_config(level, pairing.clusters))
+            verdict = judge(run, pairing, level)
             verdict = replace(verdict, reason=f"{verdict.reason} (Holm across {len(candidates)} runs)")
         if not set(pairing.task_ids) - set(pairing.only_in_baseline) - set(pairing.only_in_candidate):
             verdict = replace(verdict, reason=f"{verdict.reason}; {_no_shared_task(baseline, run)}")
@@ -281,71 +344,3 @@ def _pair_dict(result: PairResult) -> dict[str, Any]:
         "band_moves": result.band_moves,
         "tasks": result.tasks,
     }
-
-
-SEEDS_SAID = {
-    COMMON: "both runs record the same seed for every trial paired (common random numbers)",
-    DIFFER: "the runs record different seeds, so paired trials did not share random numbers (the test "
-    "stays valid; it pairs tasks, and is less sensitive)",
-    NOT_SHOWN: "common trial seeds are not shown (a file records none), so the trials are not known to "
-    "share random numbers",
-}
-
-
-def promises(comparison: Comparison) -> dict[str, list[str]]:
-    """What holds for these imported results, and what does not — said in every answer."""
-    settings, pairs = comparison.settings, comparison.pairs
-    test = (
-        f"the question is {settings.question}: a betting test over the tasks measured in both "
-        "runs (fixed bets, p = 1/E), whose false-accept rate is at most α for any rewards in "
-        "[0, 1] when the tasks are independent; the margin is part of every p and bound shown"
-        if settings.margin or settings.equivalence
-        else "the test is the gate's own: a one-sided exact paired sign-flip test over the tasks "
-        "measured in both runs (p exact on a reward grid, seeded Monte Carlo off one: p_method "
-        "says which); its false-accept rate is at most α when the runs are independent "
-        "evaluations of the same tasks"
-    )
-    holds = [
-        test,
-        "missing data stays missing: an errored sample is never a 0; paired coverage below "
-        f"{settings.min_coverage:.0%} is indecisive, and so are unequal errors that could flip a decision",
-    ]
-    if len(pairs) > 1:
-        holds.append(
-            f"{len(pairs)} runs against one baseline: Holm's step-down across the pairs keeps the "
-            "chance of any false accept at most α"
-            if settings.multiple == "holm"
-            else f"{len(pairs)} runs each decided at α (--multiple none): the chance of any false "
-            f"accept is up to {len(pairs)}·α"
-        )
-    not_hold: list[str] = []
-    for result in pairs:
-        name, seeds = result.candidate.label, result.pairing.seeds
-        (holds if seeds == COMMON else not_hold).append(f"{name}: {SEEDS_SAID[seeds]}")
-        if result.pairing.clusters:
-            holds.append(
-                f"{name}: its tasks come in {len(set(result.pairing.clusters))} clusters: the test flips "
-                "whole clusters (exact whatever the dependence within one) and the interval is cluster-robust"
-            )
-        elif settings.margin or settings.equivalence:
-            not_hold.append(
-                f"{name}: tasks are taken as independent, as a margin needs them (clusters are refused "
-                "with --margin and --equivalence); if several share a source, the margin's α does not "
-                "hold: ask whether the run is better instead, with --clusters FILE or a cluster column"
-            )
-        else:
-            not_hold.append(
-                f"{name}: tasks are taken as independent; if several share a source, give their clusters "
-                "(--clusters FILE, or a cluster column) so the test flips whole clusters"
-            )
-        if result.pairing.trials_by == "position" and result.pairing.baseline.shape[1] > 1:
-            not_hold.append(f"{name}: the files label no trials; a task's trials are paired by position")
-    not_hold += [
-        "nothing is sealed: these tasks may be the ones the runs were tuned on, so a gain here is "
-        "a gain on these tasks, not a held-out estimate",
-        "how the runs were chosen is unknown: α covers this comparison, not the best of many runs "
-        "tried, nor a run repeated until it won",
-        "no null control: how far two runs of the same thing differ is not measured here; compare "
-        "two runs of the baseline (capevolve compare A A-again) to see that noise",
-    ]
-    return {"hold": holds, "do_not_hold": not_hold}

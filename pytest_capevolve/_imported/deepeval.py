@@ -10,19 +10,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .results import ImportedRun, Outcome, ResultsError, checked_reward, made_run
+from .results import ImportedRun, Outcome, ReadOptions, ResultsError, checked_reward, json_document, made_run
 
 
 def looks_like_deepeval(path: Path, head: Any) -> bool:
-    return isinstance(head, dict) and isinstance(head.get("testCases"), list)
+    return (
+        path.suffix.lower() == ".json" and isinstance(head, dict) and isinstance(head.get("testCases"), list)
+    )
 
 
-def read_deepeval(path: Path, head: Any, label: str | None = None, scorer: str | None = None) -> ImportedRun:
+def read_deepeval(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
+    head = head or json_document(path)
     cases = head.get("testCases") if isinstance(head, dict) else None
     if not isinstance(cases, list):
         raise ResultsError(f"{path}: no testCases list; is it a deepeval test run's JSON?")
     first_metrics = next((c.get("metricsData") or [] for c in cases if c.get("metricsData")), [])
-    metric = scorer or (first_metrics[0].get("name") if first_metrics else "success")
+    metric = options.scorer or (first_metrics[0].get("name") if first_metrics else "success")
     outcomes: list[Outcome] = []
     for position, case in enumerate(cases):
         task = str(case.get("name") or f"test_case_{case.get('order', position)}")
@@ -45,4 +48,4 @@ def read_deepeval(path: Path, head: Any, label: str | None = None, scorer: str |
     notes = [f"metric {metric}"]
     if len(names) > 1:
         notes.append(f"the cases' metrics: {', '.join(map(str, names))} (--scorer picks another)")
-    return made_run(path, "deepeval", label, outcomes, notes)
+    return made_run(path, "deepeval", options.label, outcomes, notes)

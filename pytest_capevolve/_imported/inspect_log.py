@@ -2,7 +2,7 @@
 (``pip install 'pytest-capevolve[inspect]'``).
 
 Each sample is a task, each epoch a trial; the reward is one scorer's value (the first, or
-``scorer``) mapped by :mod:`.inspect_rewards`. An errored or unscored sample is missing data.
+``scorer``) mapped by :func:`inspect_reward`. An errored or unscored sample is missing data.
 The trial seed is the log's generate-config ``seed`` (:func:`log_seed`)."""
 
 from __future__ import annotations
@@ -10,19 +10,35 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .results import ImportedRun, Outcome, ResultsError, checked_reward, made_run
+from .results import ImportedRun, Outcome, ReadOptions, ResultsError, checked_reward, made_run
+
+# inspect_ai.scorer's CORRECT, PARTIAL, INCORRECT and NOANSWER: no answer is a 0, not missing data
+REWARDS = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}
 
 
-def looks_like_inspect_json(head: Any) -> bool:
-    """A JSON document that is an inspect log: its ``eval`` spec and its ``version``."""
+def looks_like_inspect(path: Path, head: Any) -> bool:
+    """An ``.eval`` file, or a JSON document with an inspect log's ``eval`` spec and ``version``."""
+    if path.suffix.lower() == ".eval":
+        return True
     return isinstance(head, dict) and isinstance(head.get("eval"), dict) and "version" in head
 
 
-def read_inspect(path: Path, label: str | None = None, scorer: str | None = None) -> ImportedRun:
+def inspect_reward(value: Any) -> float | None:
+    """The reward of an inspect score value, for the bridge and this reader alike; None when it has
+    none (a dict, a list, another string): the caller refuses it in its own words, and checks a
+    number is in [0, 1]."""
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str) and value in REWARDS:
+        return REWARDS[value]
+    return None
+
+
+def read_inspect(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
     try:
         from inspect_ai.log import read_eval_log
-
-        from .inspect_rewards import inspect_reward
     except ImportError:
         raise ResultsError(
             f"{path} is an inspect_ai log; reading it needs inspect_ai: pip install "
@@ -34,7 +50,7 @@ def read_inspect(path: Path, label: str | None = None, scorer: str | None = None
         raise ResultsError(
             f"{path}: inspect_ai could not read it as a log ({type(exc).__name__}: {exc})"
         ) from None
-    names = [s.name for s in (log.eval.scorers or [])]
+    names, scorer = [s.name for s in (log.eval.scorers or [])], options.scorer
     chosen = scorer or (names[0] if names else None)
     samples = list(log.samples or [])
     if scorer is None and chosen is None:
@@ -47,14 +63,12 @@ def read_inspect(path: Path, label: str | None = None, scorer: str | None = None
     outcomes: list[Outcome] = []
     for sample in samples:
         task_id, trial = str(sample.id), str(sample.epoch)
-        if sample.error is not None:
-            outcomes.append(
-                Outcome(task_id, trial, None, f"inspect sample error: {sample.error.message}", seed)
-            )
-            continue
         score = (sample.scores or {}).get(chosen or "")
-        if score is None:
-            outcomes.append(Outcome(task_id, trial, None, f"not scored by {chosen}", seed))
+        if sample.error is not None or score is None:
+            error = (
+                f"inspect sample error: {sample.error.message}" if sample.error else f"not scored by {chosen}"
+            )
+            outcomes.append(Outcome(task_id, trial, None, error, seed))
             continue
         reward = inspect_reward(score.value)
         where = f"{path}: sample {task_id!r} epoch {trial}, scorer {chosen}"
@@ -70,7 +84,7 @@ def read_inspect(path: Path, label: str | None = None, scorer: str | None = None
         notes.append(f"the log's scorers: {', '.join(names)} (--scorer picks another)")
     if log.status != "success":
         notes.append(f"the log's status is {log.status}: samples it did not finish are missing")
-    return made_run(path, "inspect", label, outcomes, notes)
+    return made_run(path, "inspect", options.label, outcomes, notes)
 
 
 def log_seed(log: Any) -> str | None:

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .results import ImportedRun, Outcome, ResultsError, checked_reward, made_run
+from .results import ImportedRun, Outcome, ReadOptions, ResultsError, checked_reward, made_run
 
 
 def looks_like_lm_eval(path: Path, head: Any) -> bool:
@@ -23,7 +23,7 @@ def looks_like_lm_eval(path: Path, head: Any) -> bool:
     return isinstance(head, dict) and "doc_id" in head and "metrics" in head
 
 
-def read_lm_eval(path: Path, label: str | None = None, scorer: str | None = None) -> ImportedRun:
+def read_lm_eval(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
     lines = []
     for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if text.strip():
@@ -36,7 +36,7 @@ def read_lm_eval(path: Path, label: str | None = None, scorer: str | None = None
     if not lines:
         raise ResultsError(f"{path}: no samples in it; lm-eval writes them with --log_samples")
     filters = list(dict.fromkeys(str(row.get("filter", "none")) for _, row in lines))
-    metric, _, wanted_filter = (scorer or "").partition(",")
+    metric, _, wanted_filter = (options.scorer or "").partition(",")
     first = lines[0][1]
     metric = metric or next(iter(first.get("metrics") or []), "")
     chosen_filter = wanted_filter or filters[0]
@@ -60,7 +60,7 @@ def read_lm_eval(path: Path, label: str | None = None, scorer: str | None = None
     if len(filters) > 1:
         notes.append(f"the file's filters: {', '.join(filters)} (--scorer {metric},FILTER picks another)")
     _one_per_document(path, outcomes)
-    return made_run(path, "lm_eval", label, outcomes, notes)
+    return made_run(path, "lm_eval", options.label, outcomes, notes)
 
 
 def _value(value: Any) -> Any:

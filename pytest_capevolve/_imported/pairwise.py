@@ -100,6 +100,37 @@ class PairwiseComparison:
     def accepted(self) -> bool:
         return self.decision == "accept"
 
+    def promises(self) -> dict[str, list[str]]:
+        """What holds for these preferences, and what does not — said in every answer."""
+        holds = [
+            "the test is an exact sign test (scipy's binomtest) over the "
+            f"{self.by}s whose net preference is not zero; its false-accept rate is at most α when, "
+            "under no difference, A and B are exchangeable: the order shown drawn at random or "
+            "balanced per task",
+            f"ties are counted and reported: {self.counts['tie']} tied judgements, {self.test.ties} "
+            f"{self.by}s with a net of zero (they carry no sign, so they are not tested)",
+            "a judgement that failed is missing data, never a tie; coverage below "
+            f"{self.min_coverage:.0%} is indecisive, and so is an accept the failed judgements "
+            f"could flip (each counted as {self.labels[0]} preferred)",
+        ]
+        not_hold = [
+            "the judge is the instrument: a preference measures what the judge prefers, not a reward; "
+            "its errors and leanings (length, style) are in the answer",
+            "nothing is sealed, and how the outputs were chosen is unknown: α covers this comparison, "
+            "not the best of many tried",
+        ]
+        if self.position is None:
+            not_hold.append(
+                "the order the outputs were shown in is not recorded: a judge that leans to a position "
+                "biases the test unless the order was drawn at random; add an order column (AB / BA)"
+            )
+        if self.by == "task":
+            not_hold.append(
+                "tasks are taken as independent; if several share a source, give a cluster column "
+                "(or --clusters FILE) so the test counts whole clusters"
+            )
+        return {"hold": holds, "do_not_hold": not_hold}
+
     def to_dict(self) -> dict[str, Any]:
         t = self.test
         return {
@@ -125,7 +156,7 @@ class PairwiseComparison:
             "judgements": self.counts,
             "position": self.position,
             "task_nets": self.task_nets,
-            "promises": promises(self),
+            "promises": self.promises(),
         }
 
 
@@ -186,11 +217,32 @@ def read_judgements(path: Path) -> list[Judgement]:
         )
     order_col, cluster_col = column(names, ("order",)), column(names, ("cluster",))
     error_col = column(names, ("error",))
+
+    def judgement(row: dict[str, Any], where: str) -> Judgement:
+        task = cell(row, task_col)
+        if task is None:
+            raise ResultsError(f"{where}: no task id; every row names its task")
+        error, value = cell(row, error_col), cell(row, pref_col)
+        if error is not None or value is None:
+            preference = None
+        else:
+            preference = {"a": "A", "b": "B", "tie": "tie"}.get(value.lower())
+            if preference is None:
+                raise ResultsError(
+                    f"{where}: preference {value!r} is not A, B or tie; write A where the first run's "
+                    "output is better, B where the second's is, tie where neither is, and leave it "
+                    "empty (or fill the error column) where the judge failed: missing data, not a tie"
+                )
+        order = cell(row, order_col)
+        if order is not None and order.upper() not in ORDERS:
+            raise ResultsError(
+                f"{where}: order {order!r} is not AB or BA; write AB where A's output was shown first, "
+                "BA where B's was, or drop the order column"
+            )
+        return Judgement(task, preference, order.upper() if order else None, cell(row, cluster_col))
+
     first_line = 1 if path.suffix.lower() != ".csv" else 2
-    judgements = [
-        _judgement(row, f"{path}:{first_line + i}", task_col, pref_col, order_col, cluster_col, error_col)
-        for i, row in enumerate(rows)
-    ]
+    judgements = [judgement(row, f"{path}:{first_line + i}") for i, row in enumerate(rows)]
     if not judgements:
         raise ResultsError(f"{path}: no judgements in it; is it the right file?")
     if order_col is not None:
@@ -206,38 +258,6 @@ def read_judgements(path: Path) -> list[Judgement]:
     if trial_col is not None:
         _check_trials_once(path, rows, task_col, trial_col, order_col)
     return judgements
-
-
-def _judgement(
-    row: dict[str, Any],
-    where: str,
-    task_col: str,
-    pref_col: str,
-    order_col: str | None,
-    cluster_col: str | None,
-    error_col: str | None,
-) -> Judgement:
-    task = cell(row, task_col)
-    if task is None:
-        raise ResultsError(f"{where}: no task id; every row names its task")
-    error, value = cell(row, error_col), cell(row, pref_col)
-    if error is not None or value is None:
-        preference = None
-    else:
-        preference = {"a": "A", "b": "B", "tie": "tie"}.get(value.lower())
-        if preference is None:
-            raise ResultsError(
-                f"{where}: preference {value!r} is not A, B or tie; write A where the first run's "
-                "output is better, B where the second's is, tie where neither is, and leave it "
-                "empty (or fill the error column) where the judge failed: missing data, not a tie"
-            )
-    order = cell(row, order_col)
-    if order is not None and order.upper() not in ORDERS:
-        raise ResultsError(
-            f"{where}: order {order!r} is not AB or BA; write AB where A's output was shown first, "
-            "BA where B's was, or drop the order column"
-        )
-    return Judgement(task, preference, order.upper() if order else None, cell(row, cluster_col))
 
 
 def _check_both_orders(path: Path, judgements: list[Judgement]) -> None:
@@ -294,42 +314,7 @@ def compare_pairwise(
 ) -> PairwiseComparison:
     """Read ``path`` and decide: what ``capevolve compare --pairwise`` does. ``clusters``
     (``--clusters FILE``) gives a cluster to tasks the file's own column does not."""
-    judgements = read_judgements(Path(path))
-    if clusters:
-        judgements = [
-            j if j.cluster is not None else replace(j, cluster=clusters.get(j.task_id)) for j in judgements
-        ]
+    given = clusters or {}
+    judgements = [replace(j, cluster=j.cluster or given.get(j.task_id)) for j in read_judgements(Path(path))]
     named = (labels[0] or "A", labels[1] or "B")
     return PairwiseComparison(Path(path), named, judgements, alpha, min_coverage)
-
-
-def promises(result: PairwiseComparison) -> dict[str, list[str]]:
-    """What holds for these preferences, and what does not — said in every answer."""
-    holds = [
-        "the test is an exact sign test (scipy's binomtest) over the "
-        f"{result.by}s whose net preference is not zero; its false-accept rate is at most α when, "
-        "under no difference, A and B are exchangeable: the order shown drawn at random or "
-        "balanced per task",
-        f"ties are counted and reported: {result.counts['tie']} tied judgements, {result.test.ties} "
-        f"{result.by}s with a net of zero (they carry no sign, so they are not tested)",
-        "a judgement that failed is missing data, never a tie; coverage below "
-        f"{result.min_coverage:.0%} is indecisive, and so is an accept the failed judgements "
-        f"could flip (each counted as {result.labels[0]} preferred)",
-    ]
-    not_hold = [
-        "the judge is the instrument: a preference measures what the judge prefers, not a reward; "
-        "its errors and leanings (length, style) are in the answer",
-        "nothing is sealed, and how the outputs were chosen is unknown: α covers this comparison, "
-        "not the best of many tried",
-    ]
-    if result.position is None:
-        not_hold.append(
-            "the order the outputs were shown in is not recorded: a judge that leans to a position "
-            "biases the test unless the order was drawn at random; add an order column (AB / BA)"
-        )
-    if result.by == "task":
-        not_hold.append(
-            "tasks are taken as independent; if several share a source, give a cluster column "
-            "(or --clusters FILE) so the test counts whole clusters"
-        )
-    return {"hold": holds, "do_not_hold": not_hold}

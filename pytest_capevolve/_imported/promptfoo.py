@@ -13,12 +13,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .results import ImportedRun, Outcome, ResultsError, checked_reward, made_run
+from .results import ImportedRun, Outcome, ReadOptions, ResultsError, checked_reward, json_document, made_run
 
 ERROR = 2  # promptfoo's ResultFailureReason.ERROR (0 none, 1 an assertion failed)
 
 
 def looks_like_promptfoo(path: Path, head: Any) -> bool:
+    if path.suffix.lower() != ".json":
+        return False
     return isinstance(head, dict) and "evalId" in head or _rows(head) is not None
 
 
@@ -38,10 +40,8 @@ def arm_of(row: dict[str, Any]) -> str:
     return f"{name} | {prompt_name}" if prompt_name else str(name)
 
 
-def read_promptfoo(
-    path: Path, head: Any, label: str | None = None, scorer: str | None = None, arm: str | None = None
-) -> ImportedRun:
-    rows = _rows(head)
+def read_promptfoo(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
+    rows, label, scorer, arm = _rows(head or json_document(path)), options.label, options.scorer, options.arm
     if rows is None:
         raise ResultsError(f"{path}: no results.results list; is it `promptfoo eval -o results.json` output?")
     arms = list(dict.fromkeys(arm_of(r) for r in rows))
@@ -54,8 +54,7 @@ def read_promptfoo(
             f"{path} holds {len(arms)} arms ({'; '.join(arms)}); name one with --arm (one per run, "
             "in order: compare the file with itself to compare two of its arms)"
         )
-    described = [(r.get("testCase") or {}).get("description") for r in rows]
-    by_description = all(described)
+    by_description = all((r.get("testCase") or {}).get("description") for r in rows)
     outcomes: list[Outcome] = []
     for row in sorted(rows, key=lambda r: int(r.get("testIdx") or 0)):
         task = _task_of(row, by_description)
@@ -64,12 +63,12 @@ def read_promptfoo(
             outcomes.append(Outcome(task, None, None, str(row.get("error"))))
             continue
         outcomes.append(Outcome(task, None, checked_reward(_reward(row, scorer, where), where)))
-    notes = [f"arm {arm or arms[0]}", f"reward {scorer or 'score'}"]
-    notes.append(
-        "tasks by test description; a --repeat is a trial"
-        if by_description
-        else "tasks by test vars (the tests have no descriptions); a --repeat is a trial"
-    )
+    tasks = "test description" if by_description else "test vars (the tests have no descriptions)"
+    notes = [
+        f"arm {arm or arms[0]}",
+        f"reward {scorer or 'score'}",
+        f"tasks by {tasks}; a --repeat is a trial",
+    ]
     if label is None and arm is not None:
         label = f"{path.name} [{arm}]"
     return made_run(path, "promptfoo", label, outcomes, notes)

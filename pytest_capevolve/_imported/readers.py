@@ -12,73 +12,36 @@ from pathlib import Path
 from typing import Any
 
 from .deepeval import looks_like_deepeval, read_deepeval
-from .inspect_log import looks_like_inspect_json, read_inspect
+from .inspect_log import looks_like_inspect, read_inspect
 from .lm_eval import looks_like_lm_eval, read_lm_eval
 from .promptfoo import looks_like_promptfoo, read_promptfoo
-from .results import ImportedRun, ResultsError
+from .results import ImportedRun, ReadOptions, ResultsError, json_document
 from .table import read_csv, read_jsonl
 
 
 @dataclass(frozen=True)
-class ReadOptions:
-    """What a command line may say about one file (``arm``: of a promptfoo file that holds several)."""
-
-    label: str | None = None
-    scorer: str | None = None
-    arm: str | None = None
-
-
-Reader = Callable[[Path, Any, ReadOptions], ImportedRun]
-
-
-@dataclass(frozen=True)
 class Source:
-    """A kind of results file; ``what`` is its line in the docs and errors."""
+    """A kind of results file: its test of the file (suffix and head) and its reader."""
 
     name: str
     matches: Callable[[Path, Any], bool]
-    read: Reader
-    what: str
+    read: Callable[[Path, Any, ReadOptions], ImportedRun]
 
 
 def _suffix(*suffixes: str) -> Callable[[Path, Any], bool]:
     return lambda path, head: path.suffix.lower() in suffixes
 
 
-def _by_name(read: Callable[[Path, str | None, str | None], ImportedRun]) -> Reader:
-    """A reader that needs the path, the label and the scorer only."""
-    return lambda path, head, o: read(path, o.label, o.scorer)
-
-
 READERS: dict[str, Source] = {
-    "inspect": Source(
-        "inspect",
-        lambda path, head: path.suffix.lower() == ".eval" or looks_like_inspect_json(head),
-        _by_name(read_inspect),
-        "an inspect_ai log (.eval or .json)",
-    ),
-    "lm_eval": Source(
-        "lm_eval",
-        looks_like_lm_eval,
-        _by_name(read_lm_eval),
-        "lm-evaluation-harness samples_*.jsonl (--log_samples)",
-    ),
-    "promptfoo": Source(
-        "promptfoo",
-        lambda path, head: path.suffix.lower() == ".json" and looks_like_promptfoo(path, head),
-        lambda path, head, o: read_promptfoo(path, head or _json(path), o.label, o.scorer, o.arm),
-        "promptfoo output JSON (promptfoo eval -o results.json)",
-    ),
-    "deepeval": Source(
-        "deepeval",
-        lambda path, head: path.suffix.lower() == ".json" and looks_like_deepeval(path, head),
-        lambda path, head, o: read_deepeval(path, head or _json(path), o.label, o.scorer),
-        "a deepeval test run's JSON (.deepeval/.latest_test_run.json)",
-    ),
-    "csv": Source("csv", _suffix(".csv"), _by_name(read_csv), "a CSV of task_id, trial, reward"),
-    "jsonl": Source(
-        "jsonl", _suffix(".jsonl", ".ndjson"), _by_name(read_jsonl), "JSON Lines of {task_id, trial, reward}"
-    ),
+    source.name: source
+    for source in (
+        Source("inspect", looks_like_inspect, read_inspect),  # an inspect_ai log (.eval or .json)
+        Source("lm_eval", looks_like_lm_eval, read_lm_eval),  # samples_*.jsonl (--log_samples)
+        Source("promptfoo", looks_like_promptfoo, read_promptfoo),  # promptfoo eval -o results.json
+        Source("deepeval", looks_like_deepeval, read_deepeval),  # .deepeval/.latest_test_run.json
+        Source("csv", _suffix(".csv"), read_csv),  # a table of task_id, trial, reward
+        Source("jsonl", _suffix(".jsonl", ".ndjson"), read_jsonl),
+    )
 }
 FORMATS = tuple(READERS)
 
@@ -116,7 +79,7 @@ def _head(path: Path) -> Any:
     """A ``.json`` file's document, a ``.jsonl`` file's first object, else None."""
     suffix = path.suffix.lower()
     if suffix == ".json":
-        return _json(path)
+        return json_document(path)
     if suffix == ".jsonl":
         with path.open(encoding="utf-8") as handle:
             first = next((line for line in handle if line.strip()), "")
@@ -125,10 +88,3 @@ def _head(path: Path) -> Any:
         except json.JSONDecodeError:
             return None  # the reader says where, with the line number
     return None
-
-
-def _json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ResultsError(f"{path}: not JSON ({exc}); a results file in JSON must parse") from None

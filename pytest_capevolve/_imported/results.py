@@ -3,14 +3,25 @@ None is missing data (the tool logged an error), never a 0."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 class ResultsError(ValueError):
     """A results file that cannot be read as asked: one line naming the file, what is wrong,
     and a way on (``capevolve compare`` exits 4 with it)."""
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """What a command line may say about one file (``arm``: of a promptfoo file that holds several)."""
+
+    label: str | None = None
+    scorer: str | None = None
+    arm: str | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,13 @@ def checked_reward(value: object, where: str) -> float:
             "(the gate reads rewards in [0, 1] only, never clamped)"
         )
     return reward
+
+
+def json_document(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ResultsError(f"{path}: not JSON ({exc}); a results file in JSON must parse") from None
 
 
 def made_run(

@@ -12,20 +12,20 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from .results import ImportedRun, Outcome, ResultsError, checked_reward, made_run
+from .results import ImportedRun, Outcome, ReadOptions, ResultsError, checked_reward, made_run
 
 TASK_COLUMNS = ("task_id", "task", "sample_id", "id")
 REWARD_COLUMNS = ("reward", "score")
 TRIAL_COLUMNS = ("trial", "epoch", "repeat")
 
 
-def read_csv(path: Path, label: str | None = None, reward: str | None = None) -> ImportedRun:
-    """``reward`` names the reward column (``--scorer``); by default ``reward`` or ``score``."""
-    return _run_of(path, "csv", label, csv_rows(path), first_line=2, reward=reward)
+def read_csv(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
+    """``--scorer`` names the reward column; by default ``reward`` or ``score``."""
+    return _run_of(path, "csv", csv_rows(path), options)
 
 
-def read_jsonl(path: Path, label: str | None = None, reward: str | None = None) -> ImportedRun:
-    return _run_of(path, "jsonl", label, jsonl_rows(path), first_line=1, reward=reward)
+def read_jsonl(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
+    return _run_of(path, "jsonl", jsonl_rows(path), options)
 
 
 def csv_rows(path: Path) -> list[dict[str, Any]]:
@@ -93,14 +93,8 @@ def _blank(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
 
-def _run_of(
-    path: Path,
-    source: str,
-    label: str | None,
-    rows: list[dict[str, Any]],
-    first_line: int,
-    reward: str | None = None,
-) -> ImportedRun:
+def _run_of(path: Path, source: str, rows: list[dict[str, Any]], options: ReadOptions) -> ImportedRun:
+    first_line, reward = 2 if source == "csv" else 1, options.scorer
     names = column_names(rows)
     rewards = (reward.lower(),) if reward else REWARD_COLUMNS
     task_col, reward_col = column(names, TASK_COLUMNS), column(names, rewards)
@@ -111,9 +105,7 @@ def _run_of(
             missing, way = f"column {reward!r} (--scorer)", "give every file that column, or drop --scorer"
         prefs = {"preference", "winner"} & set(names)
         alone = f"; a table of preferences is compared alone: capevolve compare --pairwise {path}"
-        raise ResultsError(
-            f"{path}: no {missing} among its columns {names}; {way}" + (alone if prefs else "")
-        )
+        raise ResultsError(f"{path}: no {missing} among its columns {names}; {way}{alone if prefs else ''}")
     trial_col, error_col = column(names, TRIAL_COLUMNS), column(names, ("error",))
     seed_col, cluster_col = column(names, ("seed",)), column(names, ("cluster",))
     outcomes: list[Outcome] = []
@@ -141,4 +133,4 @@ def _run_of(
             )
         )
     notes = [] if trial_col else ["no trial column: a task's rows are its trials, in file order"]
-    return made_run(path, source, label, outcomes, notes)
+    return made_run(path, source, options.label, outcomes, notes)

@@ -9,7 +9,6 @@ from typing import Any
 
 from .._imported.compare import Comparison, PairResult
 from .._imported.pairwise import PairwiseComparison
-from .._imported.pairwise import promises as promises_of
 from .numbers import interval, num
 from .report import render_verdicts
 
@@ -34,10 +33,8 @@ def _cut(text: str, limit: int = 160) -> str:
 
 def render_table(comparison: Comparison) -> list[str]:
     """The terminal form: the runs, one verdict line each, the band moves, the promises."""
-    lines = [
-        _run_line("baseline", comparison.baseline),
-        f"question: is each run {comparison.settings.question}?",
-    ]
+    question = f"question: is each run {comparison.settings.question}?"
+    lines = [_run_line("baseline", comparison.baseline), question]
     lines += [_run_line("candidate", p.candidate) for p in comparison.pairs]
     lines += ["", *render_verdicts([p.verdict for p in comparison.pairs]), ""]
     lines += [f"{result.candidate.label}: {_facts(result)}" for result in comparison.pairs]
@@ -67,11 +64,9 @@ def _facts(result: PairResult) -> str:
         lower, upper = verdict.margin["lower"], verdict.margin["upper"]
         shown = f"[{lower:+.4f}, {upper:+.4f}]" if upper is not None else f"> {lower:+.4f}"
         facts.insert(1, f"{verdict.margin['question']}: mean Δ {shown} at {1 - float(result.level):.0%}")
-    if pairing.only_in_baseline or pairing.only_in_candidate:
-        facts.append(
-            f"tasks in one run only: {len(pairing.only_in_baseline)} baseline, "
-            f"{len(pairing.only_in_candidate)} candidate"
-        )
+    only = (len(pairing.only_in_baseline), len(pairing.only_in_candidate))
+    if any(only):
+        facts.append(f"tasks in one run only: {only[0]} baseline, {only[1]} candidate")
     if any(verdict.infra_errors.values()):
         errors = verdict.infra_errors
         # an errored trial, or one the other run measured that this file has no row for
@@ -168,21 +163,14 @@ def render_pairwise_table(result: PairwiseComparison) -> list[str]:
     """``compare --pairwise`` on the terminal: the decision, its counts, the promises."""
     head, facts = _pairwise_lines(result)
     lines = [f"preferences {result.path}", head, *[f"  {line}" for line in facts], ""]
-    return [*lines, *_promise_lines(promises_of(result), "What holds")]
+    return [*lines, *_promise_lines(result.promises(), "What holds")]
 
 
 def render_pairwise_markdown(result: PairwiseComparison) -> str:
     """The summary a CI job posts for ``compare --pairwise``."""
     head, facts = _pairwise_lines(result)
-    out = [
-        "## capevolve compare --pairwise",
-        "",
-        f"**{_md(head)}**",
-        "",
-        *[f"- {_md(line)}" for line in facts],
-        "",
-    ]
-    return "\n".join([*out, *_promise_lines(promises_of(result), "What holds", markdown=True)]) + "\n"
+    out = ["## capevolve compare --pairwise", "", f"**{_md(head)}**", "", *(f"- {_md(f)}" for f in facts)]
+    return "\n".join([*out, "", *_promise_lines(result.promises(), "What holds", markdown=True)]) + "\n"
 
 
 def _md(text: str) -> str:

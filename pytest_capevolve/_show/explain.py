@@ -77,15 +77,9 @@ def plan_figures(
     else:
         sd = math.sqrt(2 * (components["within"] or 0.0) / num_trials)
         source = "within-task variance of the best (no null controls yet)"
+    mean, headroom, icc = float(np.nanmean(means)), float(np.nansum(1 - means)), components["icc"]
     return PlanFigures(
-        n=n,
-        trials=num_trials,
-        mean=float(np.nanmean(means)),
-        sd=sd,
-        source=source,
-        alpha=alpha,
-        icc=components["icc"],
-        headroom=float(np.nansum(1 - means)),
+        n=n, trials=num_trials, mean=mean, sd=sd, source=source, alpha=alpha, icc=icc, headroom=headroom
     )
 
 

@@ -101,22 +101,18 @@ def measure(
     best = str(state["best_id"])
     result = Measurement(rundir.run_id, rundir.root, best)
     tags = [SEED_TAG] if best == SEED_TAG else [SEED_TAG, best]
-    if result.null_result:
-        result.labels.append(
-            "null result: no candidate was accepted, the seed is still the best; "
-            "there is no improvement to report"
-        )
-    else:
-        result.labels.append(
-            "selected on val: the best was chosen for its val score, so its val gain is "
-            "optimistic; only the test row is held out"
-        )
+    result.labels.append(
+        "null result: no candidate was accepted, the seed is still the best; there is no improvement to "
+        "report"
+        if result.null_result
+        else "selected on val: the best was chosen for its val score, so its val gain is optimistic; only "
+        "the test row is held out"
+    )
     for split in ("val", "train"):
         records = (known or {}).get(split)
         if records is None and splits[split]:
             records = index_records(rundir.rollouts.indexed_rollouts(split, tags))
-        ids = list(splits[split])
-        _persisted_split(result, split, ids, records or {}, tags, spec.num_trials, spec.base_seed, train_note)
+        _persisted_split(result, split, list(splits[split]), records or {}, spec, train_note)
     _test_split(result, rundir, splits)
     result.lineage = _lineage(rundir, events)
     label = labelled_accepts(events).get(best)
@@ -131,9 +127,8 @@ def measure(
         result.labels.insert(
             0, f"{short(label)}: the best {best!r} is {said}" if said else f"the best {best!r} is {label}"
         )
-    result.spend, result.screening = _spend(
-        rundir, events, rollouts_by_split, state, len(splits["val"]), spec.num_trials
-    )
+    saved_each = len(splits["val"]) * spec.num_trials  # the val rollouts a candidate refused unrun saved
+    result.spend, result.screening = _spend(rundir, events, rollouts_by_split, state, saved_each)
     result.calibration = calibration(events, spec.gate_alpha)
     if result.calibration["alarm"]:
         result.labels.insert(0, result.calibration["text"])
@@ -176,19 +171,14 @@ def _of_many(said: dict[Any, str], what: str, otherwise: str | None = None) -> s
 
 
 def _persisted_split(
-    result: Measurement,
-    split: str,
-    task_ids: list[str],
-    records: ByTag,
-    tags: list[str],
-    trials: int,
-    seed: int,
-    train_note: str | None = None,
+    result: Measurement, split: str, task_ids: list[str], records: ByTag, spec: Spec, note: str | None
 ) -> None:
     if not task_ids:
         result.arms.append(ArmLine(split, "—", "—", note="empty: this split has no tasks"))
         return
-    matrices = {}
+    matrices: dict[str, np.ndarray] = {}
+    trials = spec.num_trials
+    tags = [SEED_TAG] if result.null_result else [SEED_TAG, result.best]
     for tag in tags:
         arm = "seed" if tag == SEED_TAG else "best"
         source = f"rollouts/{split}/*__{tag}__t*.json"
@@ -203,9 +193,9 @@ def _persisted_split(
             ArmLine(split, arm, tag, mean, se, len(task_ids), trials, stats.coverage(matrix), source=source)
         )
     if split == "train" and not matrices:
-        result.arms.append(ArmLine(split, "—", "—", tasks=len(task_ids), note=train_note or NO_TRAIN_NOTE))
+        result.arms.append(ArmLine(split, "—", "—", tasks=len(task_ids), note=note or NO_TRAIN_NOTE))
     if len(matrices) == 2:
-        summary = paired_summary(matrices[tags[1]], matrices[SEED_TAG], seed=seed)
+        summary = paired_summary(matrices[tags[1]], matrices[SEED_TAG], seed=spec.base_seed)
         result.deltas.append(DeltaLine(split, summary, f"rollouts/{split}/ (paired by task)"))
 
 
@@ -240,13 +230,12 @@ def _test_split(result: Measurement, rundir: RunDir, splits: dict[str, Any]) -> 
     if reused:  # acknowledged at finalize: said first, on every view this measurement feeds
         before = ", ".join(f"run {r.get('run_id')}" for r in reused.get("scored_before", []))
         result.labels.insert(0, f"{REUSED_LABEL}: these test tasks were scored before ({before})")
+    reuse = f" — {REUSED_LABEL}" if reused else ""
     for arm in ("seed", "best"):
         numbers = sealed.get(arm)
         if numbers is None:
             continue
-        source = f"seal.json (rollouts/test/*__{numbers['tag']}__t*.json)" + (
-            f" — {REUSED_LABEL}" if reused else ""
-        )
+        source = f"seal.json (rollouts/test/*__{numbers['tag']}__t*.json){reuse}"
         figures = {key: numbers[key] for key in ("mean", "se", "tasks", "trials", "coverage")}
         result.arms.append(ArmLine("test", arm, numbers["tag"], **figures, source=source))
     if sealed.get("delta_vs_seed") is not None:
@@ -283,12 +272,7 @@ def _lineage(rundir: RunDir, events: list[dict[str, Any]]) -> list[dict[str, Any
 
 
 def _spend(
-    rundir: RunDir,
-    events: list[dict[str, Any]],
-    paid: dict[str, int],
-    state: dict[str, Any],
-    val_tasks: int,
-    trials: int,
+    rundir: RunDir, events: list[dict[str, Any]], paid: dict[str, int], state: dict[str, Any], saved_each: int
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     spent = state["spent"]
     spend = {
@@ -307,7 +291,7 @@ def _spend(
         if verdict.get("basis") in SCREENED
     ]
     screens = [e for e in events if e.get("kind") == SCREEN]
-    saved = len(refused) * val_tasks * trials  # tamper and leak checks and microcases cost no rollout
+    saved = len(refused) * saved_each  # tamper and leak checks and microcases cost no rollout
     subset = screen_ledger(screens, val_paid_by_tag(rundir, screens))
     return spend, {"refused": refused, "cost": 0, "saved": saved, "net": saved, "subset": subset}
 
@@ -399,8 +383,7 @@ def render_markdown(m: Measurement) -> str:
         out.append("")
     out += ["## The table", ""]
     rows = table_rows(m)
-    out.append("| " + " | ".join(rows[0]) + " |")
-    out.append("|" + "---|" * len(rows[0]))
+    out += ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
     out += ["| " + " | ".join(c.replace("|", "\\|") if c else " " for c in r) + " |" for r in rows[1:]]
     out.append("")
     out += [f"- best − seed on **{d.split}**: {_delta_text(d)} — from `{d.source}`" for d in m.deltas]

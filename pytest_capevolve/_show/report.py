@@ -108,24 +108,11 @@ def _arm_arrays(
 def render_arms(rows: Sequence[TagRow]) -> list[str]:
     """A fixed-width table, one line per tag."""
     header = (*"tag split tasks trials mean SE coverage pass^k pass@k paid reused infra".split(), "cost $")
-    body = [
-        (
-            r.tag,
-            r.split,
-            str(r.tasks),
-            str(r.trials),
-            num(r.mean),
-            num(r.se),
-            f"{r.coverage:.0%}",
-            f"{num(r.pass_k)} (k={r.trials})",
-            num(r.pass_at_k),
-            str(r.paid),
-            str(r.reused),
-            str(r.infra),
-            f"{r.cost_usd:.4f}",
-        )
-        for r in rows
-    ]
+    body = []
+    for r in rows:
+        rates = (f"{r.coverage:.0%}", f"{num(r.pass_k)} (k={r.trials})", num(r.pass_at_k))
+        spent = (str(r.paid), str(r.reused), str(r.infra), f"{r.cost_usd:.4f}")
+        body.append((r.tag, r.split, str(r.tasks), str(r.trials), num(r.mean), num(r.se), *rates, *spent))
     return aligned([header, *body], left=2)
 
 
@@ -146,20 +133,12 @@ def render_verdicts(verdicts: Sequence[Any]) -> list[str]:
     """One line per verdict: decision, the numbers it rests on, and its reason (a reject's
     prefixed with the rule that decided it, its basis: ``exact``, ``null_floor``, ...)."""
     header = ("tag", "decision", "n", "Δ̄", "SE", "95% CI", "p", "bar", "reason")
-    body = [
-        (
-            v.tag,
-            shown_decision(v.decision, v.basis, v.delta_mean, (v.details or {}).get("looks")).upper(),
-            str(v.n_tasks),
-            num(v.delta_mean, "+.4f"),
-            num(v.se, ".4f"),
-            interval(v.ci),
-            num(v.p_value, ".4g"),
-            num(v.bar, ".4f"),
-            f"by {v.basis}: {v.reason}" if v.decision == "reject" and v.basis else v.reason,
-        )
-        for v in verdicts
-    ]
+    body = []
+    for v in verdicts:
+        decision = shown_decision(v.decision, v.basis, v.delta_mean, (v.details or {}).get("looks")).upper()
+        numbers = (num(v.delta_mean, "+.4f"), num(v.se, ".4f"), interval(v.ci), num(v.p_value, ".4g"))
+        reason = f"by {v.basis}: {v.reason}" if v.decision == "reject" and v.basis else v.reason
+        body.append((v.tag, decision, str(v.n_tasks), *numbers, num(v.bar, ".4f"), reason))
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header) - 1)]
     return [
         "  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]

@@ -55,17 +55,9 @@ def render_runs(rows: list[dict[str, Any]]) -> list[str]:
         if "error" in row:
             body.append((row["run_id"], "?", "?", "?", "?", "?", f"unreadable: {row['error']}"))
             continue
-        body.append(
-            (
-                row["run_id"],
-                f"{row['best']} ({short(row['best_label'])})" if row.get("best_label") else str(row["best"]),
-                str(row["iterations"]),
-                str(row["rollouts"]),
-                f"{row['usd']:.4f}",
-                row["test"],
-                "current" if row["current"] else "",
-            )
-        )
+        best = f"{row['best']} ({short(row['best_label'])})" if row.get("best_label") else str(row["best"])
+        spent = (str(row["iterations"]), str(row["rollouts"]), f"{row['usd']:.4f}")
+        body.append((row["run_id"], best, *spent, row["test"], "current" if row["current"] else ""))
     return aligned([header, *body], left=2)
 
 

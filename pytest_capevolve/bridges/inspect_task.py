@@ -40,11 +40,9 @@ try:
     from inspect_ai.solver import TaskState
 
     # shared with ``capevolve compare``'s inspect reader, so both score a sample alike
-    from .._imported.inspect_rewards import inspect_reward
+    from .._imported.inspect_log import inspect_reward
 except ImportError as exc:  # imported by a project's adapter.py, when a session collects
-    raise ImportError(
-        "the inspect_ai bridge needs inspect_ai: pip install 'pytest-capevolve[inspect]'"
-    ) from exc
+    raise ImportError("the inspect bridge needs inspect_ai: pip install 'pytest-capevolve[inspect]'") from exc
 
 _MESSAGES: dict[str, type[ChatMessage]] = {
     "system": ChatMessageSystem,
@@ -84,10 +82,8 @@ def _names_a_resource(text: str) -> bool:
 def solver_params(capability: Path, name: str = "solver.yaml") -> dict[str, Any]:
     """The candidate's solver parameters: the mapping in ``name`` (``{}`` without the file)."""
     path = Path(capability) / name
-    if not path.is_file():
-        return {}
-    params = yaml.safe_load(path.read_text(encoding="utf-8"))
-    if params is None:
+    params = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+    if params is None:  # no file, or an empty one
         return {}
     if not isinstance(params, dict):
         raise AdapterError(f"{path} must hold a mapping of solver parameters, got {type(params).__name__}")
@@ -125,9 +121,7 @@ class InspectTaskAdapter:
         reference = self._factory(self._seed_dir)
         self._scorers = list(_as_list(reference.scorer))
         if not self._scorers:
-            raise AdapterError(
-                f"the seed's inspect task ({self._seed_dir}) has no scorer: nothing can be gated"
-            )
+            raise AdapterError(f"the seed's inspect task ({self._seed_dir}) has no scorer: nothing to gate")
         self._samples = _keyed_samples(reference.dataset)
         self._batches = weakref.WeakKeyDictionary()
         self._graders = weakref.WeakKeyDictionary()
@@ -164,9 +158,8 @@ class InspectTaskAdapter:
         ctx, seed = key
         candidate = self._factory(Path(ctx))
         samples = [self._blind(self._samples[t]) for t in task_ids]
-        run = inspect_ai.Task(
-            dataset=samples, solver=candidate.solver, scorer=None, config=candidate.config, name="capevolve"
-        )
+        solver, config = candidate.solver, candidate.config
+        run = inspect_ai.Task(dataset=samples, solver=solver, scorer=None, config=config, name="capevolve")
         _quiet_display()
         self.evals += 1
         logs = await inspect_ai.eval_async(
@@ -236,7 +229,7 @@ class InspectTaskAdapter:
         return grader
 
     def reward_of(self, value: Any) -> float:
-        """The reward of an inspect score value (:mod:`.._imported.inspect_rewards`)."""
+        """The reward of an inspect score value (:func:`.._imported.inspect_log.inspect_reward`)."""
         reward = inspect_reward(value)
         if reward is not None:
             return reward
@@ -308,10 +301,8 @@ async def _with_grader(scoring: Any, grader: Model, seed: int | None) -> Any:
 
 def _seed_folder(project_dir: Path, default: str) -> Path:
     spec = project_dir / "capevolve.yaml"
-    named = None
-    if spec.is_file():
-        loaded = yaml.safe_load(spec.read_text(encoding="utf-8"))
-        named = loaded.get("capability_path") if isinstance(loaded, dict) else None
+    loaded = yaml.safe_load(spec.read_text(encoding="utf-8")) if spec.is_file() else None
+    named = loaded.get("capability_path") if isinstance(loaded, dict) else None
     return project_dir / str(named or default)
 
 

@@ -11,10 +11,9 @@ from dashboard_run import HOSTILE, HOSTILE_ID, Elements, hand_made_run
 
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._show.dashboard import build
-from pytest_capevolve._show.dashboard.event_log import folded
+from pytest_capevolve._show.dashboard.model import folded
 from pytest_capevolve._show.dashboard.page import SCRIPT
-from pytest_capevolve._show.dashboard.plots import decision_class
-from pytest_capevolve._show.dashboard.svg import esc, reward_colour
+from pytest_capevolve._show.dashboard.plots import decision_class, esc, reward_colour
 
 
 @pytest.fixture

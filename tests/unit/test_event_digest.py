@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_capevolve._show.dashboard.event_log import folded, read_log
+from pytest_capevolve._show.dashboard.model import folded, read_log
 from pytest_capevolve._store.log.log_views import DIGEST_NAME, digest
 from pytest_capevolve._store.rundir import RunDir
 

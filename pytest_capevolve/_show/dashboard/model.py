@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator
+from array import array
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -18,11 +19,93 @@ from ... import _stats as stats
 from ..._decide.alpha_budget import shown_decision
 from ..._project.candidate import SEED_TAG
 from ..._store.decisions.state_tally import FORCED_LABEL, label_of, short
-from ..._store.log.event_kinds import DECISION, SCREEN, VERDICT
+from ..._store.log.event_kinds import DECISION, ROLLOUT, SCREEN, VERDICT
 from ..._store.readers.evidence import ByTag, index_records, reward_matrix
 from ..._store.rundir import RunDir
 from ..measure import Measurement, confinement_of, delta_lines, table_rows
-from .event_log import GATE_SPLIT, Log, SpendPoint, read_log
+
+GATE_SPLIT = "val"
+MAX_SPEND_POINTS = 400  # a polyline past this many points draws nothing more a reader can see
+
+
+@dataclass(frozen=True)
+class SpendPoint:
+    seconds: float  # since the run's first event
+    rollouts: int
+    usd: float
+
+
+@dataclass
+class Log:
+    """What the page reads of ``events.jsonl``, folded line by line as it is read (once per page):
+    60,000 rollouts held as events would outweigh everything else the page needs, so each leaves
+    a count, its val tag's first place and three numbers in arrays (the spend series)."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)  # every event but the rollouts
+    numbers: list[int] = field(default_factory=list)  # each kept event's place in the log
+    count: int = 0  # events read, rollouts included
+    first_val_rollout: dict[str, int] = field(default_factory=dict)  # tag → place of its first
+    start: float | None = None  # the first event's ts
+    seconds: array = field(default_factory=lambda: array("d"))  # the spend series, unthinned
+    rollouts: array = field(default_factory=lambda: array("q"))
+    usd: array = field(default_factory=lambda: array("d"))
+    _spent: tuple[int, float] = (0, 0.0)
+
+    def add(self, event: dict[str, Any]) -> None:
+        number = self.count
+        self.count += 1
+        if self.start is None:
+            self.start = float(event.get("ts", 0.0))
+        kind = event.get("kind")
+        rollouts, usd = self._spent
+        if kind == ROLLOUT:
+            if event.get("split") == GATE_SPLIT:
+                self.first_val_rollout.setdefault(str(event.get("tag")), number)
+            rollouts, usd = rollouts + 1, usd + float(event.get("cost_usd") or 0.0)
+        else:
+            self.events.append(event)
+            self.numbers.append(number)
+            if kind != DECISION:
+                return
+            usd += float(event.get("optimizer_usd") or 0.0)
+        self._spent = rollouts, usd
+        self.seconds.append(max(0.0, float(event.get("ts", self.start)) - self.start))
+        self.rollouts.append(rollouts)
+        self.usd.append(usd)
+
+    def spend(self, max_points: int = MAX_SPEND_POINTS) -> list[SpendPoint]:
+        """Cumulative rollouts paid and $ (runner + optimizer) over wall-clock time since the
+        run's first event; thinned to ``max_points``, always keeping the last point."""
+        if self.start is None:
+            return []
+        total = len(self.seconds) + 1  # the origin, then a point per rollout and decision
+
+        def point(i: int) -> SpendPoint:
+            if i == 0:
+                return SpendPoint(0.0, 0, 0.0)
+            return SpendPoint(self.seconds[i - 1], self.rollouts[i - 1], self.usd[i - 1])
+
+        if total <= max_points:
+            return [point(i) for i in range(total)]
+        step = total / (max_points - 1)
+        return [point(int(i * step)) for i in range(max_points - 1)] + [point(total - 1)]
+
+
+def read_log(rundir: RunDir) -> Log:
+    """The log folded into a :class:`Log`; a damaged line raises the log's own error."""
+    log = Log()
+    if rundir.log.events_after(0, 0, log.add) is None:
+        return folded(rundir.log.events())
+    return log
+
+
+def folded(events: Iterable[dict[str, Any]]) -> Log:
+    """The events folded into a :class:`Log` in order."""
+    log = Log()
+    for event in events:
+        log.add(event)
+    return log
+
 
 # the drill-down shows feedback and output for at most this many rollouts (those that scored
 # below 1, in task order), each read from its file; every other rollout shows its reward from the
@@ -62,7 +145,7 @@ class Cell:
 class Column:
     """One tag's heatmap column, a task a row: mean over valid trials (NaN: none), valid trials,
     infra errors. Arrays, not a :class:`Cell` per task: a page of 10,000 tasks must not hold
-    10,000 objects per tag (:meth:`Dashboard.cells` makes them one at a time)."""
+    10,000 objects per tag (:meth:`Dashboard.rows_of_cells` makes them a row at a time)."""
 
     means: np.ndarray
     valid: np.ndarray
@@ -115,7 +198,7 @@ class Dashboard:
     num_trials: int
     task_ids: list[str]
     tags: list[str]  # heatmap columns: every tag with a val rollout, in the order first paid
-    columns: dict[str, Column]  # tag → its heatmap column (:meth:`cells`)
+    columns: dict[str, Column]  # tag → its heatmap column (:meth:`rows_of_cells`)
     best_so_far: list[BestPoint]
     verdicts: list[VerdictRow]
     null_band: float | None  # the largest |Δ̄| of the null controls: the gate's noise floor
@@ -135,53 +218,19 @@ class Dashboard:
     trial_counts: dict[str, int] = field(default_factory=dict)
     details: dict[tuple[int, str, int], Trial] = field(default_factory=dict)
 
-    def cells(self) -> Iterator[Cell]:
-        """Every heatmap cell, task by task and in column order within a task."""
-        lists = self._column_lists()
-        for row in range(len(self.task_ids)):
-            yield from self._row_cells(row, lists)
-
-    def row_cells(self, row: int) -> list[Cell]:
-        """The cells of one task, in column order."""
-        return self._row_cells(row, self._column_lists())
-
     def rows_of_cells(self) -> Iterator[list[Cell]]:
-        """:meth:`row_cells` of every task in order, each column's arrays turned to numbers once."""
-        lists = self._column_lists()
-        for row in range(len(self.task_ids)):
-            yield self._row_cells(row, lists)
-
-    def _column_lists(self) -> list[tuple[str, list[float], list[int], list[int]]]:
-        """Each column's arrays as Python numbers (one conversion, not three per cell)."""
-        return [
+        """Every task's heatmap cells in column order, each column's arrays turned to numbers once
+        (one conversion, not three per cell)."""
+        lists = [
             (tag, column.means.tolist(), column.valid.tolist(), column.infra.tolist())
             for tag in self.tags
             for column in (self.columns[tag],)
         ]
-
-    @staticmethod
-    def _row_cells(row: int, lists: list[tuple[str, list[float], list[int], list[int]]]) -> list[Cell]:
-        out = []
-        for tag, means, valid, infra in lists:
-            count = int(valid[row])
-            out.append(Cell(row, tag, float(means[row]) if count else None, count, int(infra[row])))
-        return out
-
-    def trials(self, row: int) -> list[Trial]:
-        """A task's val rollouts in column, then trial order; only :attr:`details` carry feedback."""
-        task_id = self.task_ids[row]
-        out = []
-        for tag in self.tags:
-            arm = self.val.get(tag, {})
-            for k in range(self.trial_counts.get(tag, 0)):
-                record = arm.get((task_id, k))
-                if record is None:
-                    continue
-                out.append(
-                    self.details.get((row, tag, k))
-                    or Trial(tag, k, record.reward, record.infra_error, "", "", detail=False)
-                )
-        return out
+        for row in range(len(self.task_ids)):
+            yield [
+                Cell(row, tag, float(means[row]) if valid[row] else None, int(valid[row]), int(infra[row]))
+                for tag, means, valid, infra in lists
+            ]
 
 
 def collect(
@@ -323,18 +372,14 @@ def best_so_far(
         if decision.decision == "accept":
             best = decision.tag
         mean, ci = numbers(best)
-        points.append(
-            BestPoint(
-                iteration,
-                best,
-                mean,
-                ci,
-                candidate=decision.tag,
-                decision=decision.decision,
-                candidate_mean=_mean(matrices.get(decision.tag)),
-            )
-        )
+        candidate_mean = _mean(matrices.get(decision.tag))
+        points.append(BestPoint(iteration, best, mean, ci, decision.tag, decision.decision, candidate_mean))
     return points
+
+
+def _label(event: dict[str, Any]) -> str | None:
+    """A forced or re-gated accept's label, shown wherever its decision is (``_store/decisions/state_tally``)."""
+    return FORCED_LABEL if event.get("against_gate") else label_of(event)
 
 
 def _decision(event: dict[str, Any]) -> Decision:
@@ -342,11 +387,7 @@ def _decision(event: dict[str, Any]) -> Decision:
         tag=str(event.get("tag")),
         parent=None if event.get("parent") is None else str(event.get("parent")),
         decision=str(event.get("decision")),
-        # a forced (or re-gated) accept is shown as one wherever its decision is
-        # (:func:`..._store.decisions.state_tally.label_of`)
-        basis=FORCED_LABEL
-        if event.get("against_gate")
-        else label_of(event) or (None if event.get("basis") is None else str(event.get("basis"))),
+        basis=_label(event) or (None if event.get("basis") is None else str(event.get("basis"))),
         delta_mean=_number(event.get("delta_mean")),
         p_value=_number(event.get("p_value")),
     )
@@ -394,8 +435,7 @@ def _booked(rows: list[VerdictRow], log: Log) -> list[VerdictRow]:
         if event.get("kind") == VERDICT:
             last_verdict[tag] = number
         elif event.get("kind") == DECISION and event.get("decision"):
-            label = FORCED_LABEL if event.get("against_gate") else label_of(event)
-            forced = f" ({short(label)})" if label else ""  # not the gate's plain accept
+            forced = f" ({short(label)})" if (label := _label(event)) else ""  # not the gate's plain accept
             booked[tag] = (number, str(event["decision"]) + forced)
     return [
         replace(row, decision=booked[row.tag][1])

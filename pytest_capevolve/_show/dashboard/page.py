@@ -14,8 +14,7 @@ from collections.abc import Iterable, Iterator
 
 from ..numbers import interval, num
 from .model import DETAIL_LIMIT, Dashboard, Trial
-from .plots import best_so_far_plot, forest_plot, heatmap_parts, lineage_plot, spend_plot
-from .svg import esc
+from .plots import best_so_far_plot, esc, forest_plot, heatmap_parts, lineage_plot, spend_plot
 
 OUTPUT_CHARS = 240  # model output is shown cut: the rollout file holds all of it
 PLAIN_ROWS = 1024  # drill-down rows without detail kept drawn (a few shapes each; bounded all the same)
@@ -171,18 +170,9 @@ def _verdict_table(dash: Dashboard) -> str:
     head = ("tag", "against", "decision", "basis", "n", "Δ̄", "95% CI", "p", "bar", "reason")
     out = ['<table class="verdicts"><tr>' + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr>"]
     for v in dash.verdicts:
-        cells = [
-            ("", v.tag + (" (null)" if v.null_control else "")),
-            ("", v.against),
-            ("", v.decision.upper()),
-            ("", v.basis),
-            ("num", str(v.n_tasks)),
-            ("num", num(v.delta_mean, "+.4f")),
-            ("num", interval(v.ci, "+.4f")),
-            ("num", num(v.p_value, ".4g")),
-            ("num", num(v.bar, ".4f")),
-            ("", v.reason),
-        ]
+        named = [v.tag + (" (null)" if v.null_control else ""), v.against, v.decision.upper(), v.basis]
+        nums = [num(v.delta_mean, "+.4f"), interval(v.ci, "+.4f"), num(v.p_value, ".4g"), num(v.bar, ".4f")]
+        cells = [*(("", c) for c in named), *(("num", c) for c in [str(v.n_tasks), *nums]), ("", v.reason)]
         out.append("<tr>" + "".join(f'<td class="{k}">{esc(c)}</td>' for k, c in cells) + "</tr>")
     out.append("</table>")
     return "".join(out)
@@ -203,9 +193,9 @@ def _trial_row(trial: Trial) -> str:
 
 
 def _drill_down(dash: Dashboard) -> Iterator[str]:
-    """A task at a time: its means per tag, then its trials (:meth:`.model.Dashboard.trials`'s
-    rows, drawn here without a :class:`.model.Trial` per rollout: a row with no detail has only
-    a few shapes, each drawn once)."""
+    """A task at a time: its means per tag, then its val rollouts in column, then trial order,
+    without a :class:`.model.Trial` per rollout: a row with no detail has only a few shapes, each
+    drawn once."""
     if not dash.task_ids:
         yield "<p>no val tasks yet</p>"
         return
