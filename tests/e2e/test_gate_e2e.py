@@ -39,6 +39,8 @@ def test_gate_verdicts_on_noisy_agent(example, projects, capevolve, candidate, c
     # the statistical rule is under test here; the example's no-upsell microcase would
     # reject `regressed` before its rollouts (see test_microcases.py)
     shutil.rmtree(project / "microcases")
+    # two trials a task (not five): each verdict stands at n = 2, and 800 rollouts become 320
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
     result = capevolve(project, candidate, gate=True)
     assert result.ret == code, result.stdout.str()
     result.stdout.fnmatch_lines(
@@ -47,7 +49,7 @@ def test_gate_verdicts_on_noisy_agent(example, projects, capevolve, candidate, c
     rundir = projects.run_dir(project)
     verdict = json.loads((rundir / "verdicts" / f"{candidate}.json").read_text())
     assert VERDICT_FIELDS <= set(verdict)
-    assert verdict["decision"] == decision and verdict["n_tasks"] == 40 and verdict["trials"] == 5
+    assert verdict["decision"] == decision and verdict["n_tasks"] == 40 and verdict["trials"] == 2
     assert verdict["null_spread"] is not None and verdict["nulls"] == ["seed-null1", "seed-null2"]
     for null in ("seed-null1", "seed-null2"):
         assert json.loads((rundir / "verdicts" / f"{null}.json").read_text())["decision"] == "reject"
