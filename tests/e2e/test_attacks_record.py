@@ -81,10 +81,8 @@ def test_an_edited_best_id_is_refused_by_sessions_and_commands(example, projects
     attack="`seal.json` deleted after finalize (to gate again, or to score test twice)",
     outcome="prevented: the seal is the log's `test_scored` event",
 )
-def test_deleting_the_seal_file_reopens_nothing(example, projects, capevolve, capsys):
-    project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
-    assert capevolve(project).ret == 0
+def test_deleting_the_seal_file_reopens_nothing(one_trial_baseline, projects, capevolve, capsys):
+    project = one_trial_baseline  # a copy of one build per process
     assert capevolve(project, finalize=True).ret == 0
     run_dir = projects.run_dir(project)
     (run_dir / "seal.json").unlink()

@@ -38,11 +38,9 @@ def _gated_noop(example, projects, capevolve):
     outcome="refused in one line before any test rollout; a finalize is the whole test plan",
 )
 def test_a_finalize_that_deselects_part_of_the_test_plan_is_refused_before_any_rollout(
-    example, projects, capevolve
+    one_trial_baseline, projects, capevolve
 ):
-    project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
-    assert capevolve(project).ret == 0
+    project = one_trial_baseline  # a copy of one build per process
     run_dir = projects.run_dir(project)
     for selection in (["--deselect", "noisy_agent/capevolve.yaml::test::n03[seed-t0]"], ["-k", "not n03"]):
         result = capevolve(project, finalize=True, extra=selection)
@@ -69,10 +67,10 @@ class _StopsBeforeTheBurn:
         "the finalize can still be finished"
     ),
 )
-def test_a_finalize_that_paid_test_rollouts_ends_gating_even_unburned(example, projects, capevolve, pytester):
-    project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
-    assert capevolve(project).ret == 0
+def test_a_finalize_that_paid_test_rollouts_ends_gating_even_unburned(
+    one_trial_baseline, projects, capevolve, pytester
+):
+    project = one_trial_baseline  # a copy of one build per process
     pytester.runpytest(*capevolve.args(project, finalize=True), plugins=[_StopsBeforeTheBurn()])
     run_dir = projects.run_dir(project)
     assert list((run_dir / "rollouts").glob("test/*.json"))  # the test rewards are on disk
