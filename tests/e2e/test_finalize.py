@@ -20,9 +20,13 @@ NO_CACHE = ["-p", "no:cacheprovider"]
 
 
 @pytest.fixture
-def gated_project(example, projects, capevolve) -> Path:
-    """noisy_agent with 2 trials, after a gate that made 'improved' the best."""
-    return _gated(example, projects, capevolve)
+def gated_project(improved_gated, projects) -> Path:
+    """noisy_agent with 2 trials, after a gate that made 'improved' the best (a copy of one build
+    per process)."""
+    project, result = improved_gated
+    assert result.ret == 0, result.stdout.str()
+    assert json.loads((projects.run_dir(project) / "state.json").read_text())["best_id"] == "improved"
+    return project
 
 
 def _gated(example, projects, capevolve) -> Path:
