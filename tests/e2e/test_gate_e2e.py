@@ -69,10 +69,8 @@ def test_verdicts_identical_with_and_without_xdist(example, projects, capevolve)
     assert verdicts["plain"]["trials"] == 2 and verdicts["plain"] == verdicts["xdist"]
 
 
-def test_capevolve_gate_rederives_the_verdict_without_paying(example, projects, capevolve, capsys):
-    project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # re-derived alike at any n
-    capevolve(project, "improved", gate=True)
+def test_capevolve_gate_rederives_the_verdict_without_paying(improved_gated, projects, capsys):
+    project, _ = improved_gated  # at two trials: re-derived alike at any n
     rundir = projects.run_dir(project)
     recorded = json.loads((rundir / "verdicts" / "improved.json").read_text())
     spent = json.loads((rundir / "state.json").read_text())["spent"]
@@ -100,10 +98,8 @@ def test_nulls_are_reused_while_the_best_is_unchanged(example, projects, capevol
     second.stdout.fnmatch_lines(["rollouts: 80 paid, 240 reused*"])
 
 
-def test_the_same_gate_run_again_after_its_accept_pays_nothing(example, projects, capevolve):
-    project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # 40 tasks × 2 trials a tag
-    first = capevolve(project, "improved", gate=True)
+def test_the_same_gate_run_again_after_its_accept_pays_nothing(improved_gated, capevolve):
+    project, first = improved_gated  # 40 tasks × 2 trials a tag
     first.stdout.fnmatch_lines(["improved: booked accept"])
     again = capevolve(project, "improved", gate=True)  # the candidate is the best now
     again.stdout.fnmatch_lines(["rollouts: 0 paid, 80 reused*", "nothing to gate: *is the best (improved)*"])
