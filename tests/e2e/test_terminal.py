@@ -163,6 +163,9 @@ def _line_after(result: pytest.RunResult, marker: str) -> str:
 
 def test_explain_puts_each_verdict_in_plain_words(example, projects, capevolve) -> None:
     project = example("noisy_agent")
+    projects.edit_spec(
+        project, "num_trials: 5", "num_trials: 2"
+    )  # the same words at any n (Δ̄ ≈ 0.13 detectable at 2)
     result = capevolve(project, "copy", gate=True, extra=["--capevolve-explain", "-n", "2"])
     assert result.ret == 10, result.stdout.str()
     verdict = json.loads((projects.run_dir(project) / "verdicts" / "copy.json").read_text())
@@ -171,10 +174,10 @@ def test_explain_puts_each_verdict_in_plain_words(example, projects, capevolve) 
             "in plain words (--capevolve-explain):",
             "seed-null1 (REJECT): a null control — a byte-identical copy of 'seed'*",
             "copy (REJECT)",
-            f"  compared: 'copy' against 'seed' on the same 40 val tasks, 5 trial(s) each*"
+            f"  compared: 'copy' against 'seed' on the same 40 val tasks, 2 trial(s) each*"
             f"moved by {verdict['delta_mean']:+.4f}*",
             f"  the test (exact): {verdict['reason']}",
-            "  at n = 40 tasks the gate detects a true change of Δ̄ ≈ 0.0* 4 times in 5 (α = 0.05*2 null control(s))",
+            "  at n = 40 tasks the gate detects a true change of Δ̄ ≈ 0.1* 4 times in 5 (α = 0.05*2 null control(s))",
             "  what it would take: *",
         ]
     )
