@@ -330,6 +330,24 @@ def improved_gated(
 
 
 @pytest.fixture
+def noop_gated(built: Built, example: Example, projects: Projects, capevolve: Capevolve) -> Path:
+    """examples/noisy_agent cut to one trial, whose candidate ``noop`` is the seed's bytes plus a
+    notes.md, after its gate (rejected, not booked: ``--capevolve-commit none``): built once per
+    process (:class:`Built`), a copy for each test."""
+
+    def make() -> tuple[Path, None]:
+        project = example("noisy_agent")
+        projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+        shutil.copytree(project / "capability", project / "candidates" / "noop")
+        (project / "candidates" / "noop" / "notes.md").write_text("a no-op for the agent\n")
+        result = capevolve(project, "noop", gate=True, extra=["--capevolve-commit", "none"])
+        assert result.ret == 10, result.stdout.str()[-2000:]
+        return project, None
+
+    return built("noisy-agent-one-trial-noop-gated", "noisy_agent", make)[0]
+
+
+@pytest.fixture
 def val_rollout() -> Callable[..., RolloutRecord]:
     """``val_rollout(tag, task, trial, reward, infra=None)``: a val rollout record, as a worker
     would ship it, for tests that build evidence by hand (``infra`` set: an infra error)."""
