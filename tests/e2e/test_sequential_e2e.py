@@ -169,6 +169,7 @@ def test_basel_schedule_spends_a_shrinking_alpha_per_decision_and_spend_shows_th
 ):
     project = example("noisy_agent")
     no_microcases(project)
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # the schedule counts decisions, not trials
     projects.edit_spec(project, "gate_alpha: 0.05", "gate_alpha: 0.05\ngate_alpha_schedule: basel")
     first = capevolve(project, "regressed", "mixed", gate=True, extra=["--capevolve-null", "1"])
     assert first.ret == 10, first.stdout.str()
