@@ -23,6 +23,7 @@ def test_the_evaluation_guide_first_command_prints_one_line_per_failed_rollout(
         "--capevolve-run . --capevolve-candidate candidates/improved -n 2 -q --capevolve-failures all" in page
     )
     project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 3")  # the command is the page's; n is not in it
     result = capevolve(project, "improved", extra=["-n", "2", "-q", "--capevolve-failures", "all"])
     assert result.ret == 0, result.stdout.str()
     out = result.stdout.lines
@@ -43,7 +44,7 @@ def test_the_evaluation_guide_first_command_prints_one_line_per_failed_rollout(
     assert not any(re.fullmatch(r"=+ FAILURES =+", line) for line in out)
     assert "short test summary" not in text
     assert "ticket escalated: customer not helped" in text
-    result.stdout.fnmatch_lines(["*capevolve run *", "seed *val*40*5*", "improved *val*40*5*"])
+    result.stdout.fnmatch_lines(["*capevolve run *", "seed *val*40*3*", "improved *val*40*3*"])
     assert re.search(r"\d+ failed, \d+ passed", out[-1])
 
 
