@@ -1,6 +1,6 @@
 """Shared fixtures: private copies of the bundled examples, helpers that edit or read a copied
-project, and one way to run a capevolve session on it (``capevolve``); for the two halves of a
-split test file, a cap-evolve project and run to import (``cap_evolve``) and the openai_agent
+project, one way to run a capevolve session on it (``capevolve``) and one build per process of a
+project several tests start from (``built``); for the two halves of a split test file, a cap-evolve project and run to import (``cap_evolve``) and the openai_agent
 example's stand-in endpoint (``standin``).
 
 Tests take these as fixtures; no test module imports from this file.
@@ -15,6 +15,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import scipy.signal  # noqa: F401  (the statistics import scipy where it is used: keep it loaded)
@@ -204,6 +205,45 @@ def projects() -> Projects:
     return Projects()
 
 
+class Built:
+    """One build of a project per process (per xdist worker), for the tests that start from the
+    same sessions: ``built(key, dest, make)`` runs ``make()`` (which returns the project it made
+    at ``pytester.path / dest``, and anything else of it, such as a session's RunResult) in the
+    first test that asks for ``key`` and keeps a copy; every later test gets a copy of that copy at
+    its own ``pytester.path / dest``, and what ``make`` returned. Only for tests whose assertions
+    do not depend on building it themselves: a project is its own wherever it lives
+    (test_moved_project.py), and a copy carries its run dir whole. A build made unconfined is
+    kept apart from one made confined (a run records how its sessions ran)."""
+
+    def __init__(self, pytester: pytest.Pytester, cache: dict[str, tuple[Path, Any]], root: Path) -> None:
+        self.pytester, self.cache, self.root = pytester, cache, root
+
+    def __call__(self, key: str, dest: str, make: Callable[[], tuple[Path, Any]]) -> tuple[Path, Any]:
+        target = self.pytester.path / dest
+        key = f"{key}-landlock-{os.environ.get('CAPEVOLVE_LANDLOCK', 'default')}"
+        if key not in self.cache:
+            project, made = make()
+            assert project == target, (project, target)
+            kept = self.root / key / dest
+            shutil.copytree(project, kept, symlinks=True)
+            self.cache[key] = (kept, made)
+            return project, made
+        kept, made = self.cache[key]
+        shutil.copytree(kept, target, symlinks=True)
+        return target, made
+
+
+@pytest.fixture(scope="session")
+def _builds(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, tuple[Path, Any]], Path]:
+    return {}, tmp_path_factory.mktemp("built")
+
+
+@pytest.fixture
+def built(pytester: pytest.Pytester, _builds: tuple[dict[str, tuple[Path, Any]], Path]) -> Built:
+    """``built(key, dest, make) -> (project, what make returned)``: see :class:`Built`."""
+    return Built(pytester, *_builds)
+
+
 class Capevolve:
     """Runs one capevolve session on a project through pytester (see :func:`capevolve`)."""
 
@@ -256,6 +296,55 @@ def capevolve(pytester: pytest.Pytester) -> Capevolve:
     runs ``pytest --capevolve-run PROJECT --capevolve-candidate ... -p no:cacheprovider *extra``
     (or ``--capevolve-finalize PROJECT``) in pytester's folder and returns the RunResult."""
     return Capevolve(pytester)
+
+
+@pytest.fixture
+def one_trial_baseline(built: Built, example: Example, projects: Projects, capevolve: Capevolve) -> Path:
+    """examples/noisy_agent cut to one trial, after its first session (the seed's val rollouts):
+    built once per process (:class:`Built`), a copy for each test."""
+
+    def make() -> tuple[Path, None]:
+        project = example("noisy_agent")
+        projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+        result = capevolve(project)
+        assert result.ret == 0, result.stdout.str()
+        return project, None
+
+    return built("noisy-agent-one-trial-baseline", "noisy_agent", make)[0]
+
+
+@pytest.fixture
+def improved_gated(
+    built: Built, example: Example, projects: Projects, capevolve: Capevolve
+) -> tuple[Path, pytest.RunResult]:
+    """examples/noisy_agent cut to two trials, after the gate of 'improved' (the README's first
+    command at n = 2), and that session's result: built once per process (:class:`Built`), a copy
+    for each test."""
+
+    def make() -> tuple[Path, pytest.RunResult]:
+        project = example("noisy_agent")
+        projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
+        return project, capevolve(project, "improved", gate=True)
+
+    return built("noisy-agent-two-trials-improved-gated", "noisy_agent", make)
+
+
+@pytest.fixture
+def noop_gated(built: Built, example: Example, projects: Projects, capevolve: Capevolve) -> Path:
+    """examples/noisy_agent cut to one trial, whose candidate ``noop`` is the seed's bytes plus a
+    notes.md, after its gate (rejected, not booked: ``--capevolve-commit none``): built once per
+    process (:class:`Built`), a copy for each test."""
+
+    def make() -> tuple[Path, None]:
+        project = example("noisy_agent")
+        projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+        shutil.copytree(project / "capability", project / "candidates" / "noop")
+        (project / "candidates" / "noop" / "notes.md").write_text("a no-op for the agent\n")
+        result = capevolve(project, "noop", gate=True, extra=["--capevolve-commit", "none"])
+        assert result.ret == 10, result.stdout.str()[-2000:]
+        return project, None
+
+    return built("noisy-agent-one-trial-noop-gated", "noisy_agent", make)[0]
 
 
 @pytest.fixture

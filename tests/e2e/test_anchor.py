@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -16,14 +15,10 @@ import pytest
 from pytest_capevolve._cli.main import main
 
 
-def _gated_noop(example, projects, capevolve) -> tuple[Path, Path]:
-    project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
-    shutil.copytree(project / "capability", project / "candidates" / "noop")
-    (project / "candidates" / "noop" / "notes.md").write_text("a no-op for the agent\n")
-    result = capevolve(project, "noop", gate=True, extra=["--capevolve-commit", "none"])
-    assert result.ret == 10, result.stdout.str()[-2000:]
-    return project, projects.run_dir(project)
+def _gated_noop(noop_gated, projects):
+    """A one-trial noisy_agent whose candidate ``noop`` is the seed's bytes, gated: REJECT (a copy
+    of tests/conftest.py's ``noop_gated``, one build per process)."""
+    return noop_gated, projects.run_dir(noop_gated)
 
 
 def _verify(capsys, *words: str) -> tuple[int, str]:
@@ -84,8 +79,10 @@ def _rewrite_the_whole_record(run_dir: Path, tag: str) -> int:
         "HASH` fails on a history that no longer holds the anchored run)"
     ),
 )
-def test_a_rewritten_record_passes_verify_but_not_its_old_anchor(example, projects, capevolve, capsys):
-    project, run_dir = _gated_noop(example, projects, capevolve)
+def test_a_rewritten_record_passes_verify_but_not_its_old_anchor(
+    noop_gated, example, projects, capevolve, capsys
+):
+    project, run_dir = _gated_noop(noop_gated, projects)
     code, out = _verify(capsys, str(project))
     assert code == 0, out
     anchor = _head(out)
@@ -106,9 +103,9 @@ def test_a_rewritten_record_passes_verify_but_not_its_old_anchor(example, projec
 
 
 def test_an_anchor_older_than_the_head_still_holds_while_the_prefix_is_intact(
-    example, projects, capevolve, capsys
+    noop_gated, example, projects, capevolve, capsys
 ):
-    project, run_dir = _gated_noop(example, projects, capevolve)
+    project, run_dir = _gated_noop(noop_gated, projects)
     code, out = _verify(capsys, str(project))
     anchor = _head(out)
     result = capevolve(project, "noop", gate=True, extra=["--capevolve-commit", "auto"])  # the log grows
@@ -118,8 +115,8 @@ def test_an_anchor_older_than_the_head_still_holds_while_the_prefix_is_intact(
     assert _head(out) != anchor and "ok anchor" in out
 
 
-def test_a_malformed_anchor_is_a_usage_error_in_one_line(example, projects, capevolve, capsys):
-    project, _ = _gated_noop(example, projects, capevolve)
+def test_a_malformed_anchor_is_a_usage_error_in_one_line(noop_gated, example, projects, capevolve, capsys):
+    project, _ = _gated_noop(noop_gated, projects)
     for bad in ("abc123", "z" * 64, ""):
         code, out = _verify(capsys, str(project), "--anchor", bad)
         assert code == 4, out
@@ -144,8 +141,8 @@ def test_the_git_store_commits_the_head_and_verify_reads_it(example, capsys):
     assert code == 1 and "ANCHOR" in out, out
 
 
-def test_a_store_without_an_anchor_is_one_line(tmp_path, example, projects, capevolve, capsys):
-    project, _ = _gated_noop(example, projects, capevolve)
+def test_a_store_without_an_anchor_is_one_line(noop_gated, tmp_path, example, projects, capevolve, capsys):
+    project, _ = _gated_noop(noop_gated, projects)
     code, out = _verify(capsys, str(project), "--anchor-from-store", str(tmp_path / "nowhere"))
     assert code == 4
     assert (

@@ -520,12 +520,12 @@ def test_gate_and_commit_refuse_a_garbled_run_file_in_one_line(example, projects
     attack="`spec.lock.yaml` deleted (the run was passed over and everything paid again in a new one)",
     outcome="refused in one line, nothing paid",
 )
-def test_a_deleted_spec_lock_is_refused_never_a_silent_new_run(example, projects, capevolve) -> None:
+def test_a_deleted_spec_lock_is_refused_never_a_silent_new_run(
+    one_trial_baseline, projects, capevolve
+) -> None:
     """Attack 11: with spec.lock.yaml deleted the run was passed over, and the next session
     started a new run and paid everything again. Now refused in one line, nothing paid."""
-    project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
-    assert capevolve(project).ret == 0
+    project = one_trial_baseline  # a copy of one build per process
     run_dir = projects.run_dir(project)
     (run_dir / "spec.lock.yaml").unlink()
     result = capevolve(project, "improved")

@@ -106,11 +106,9 @@ def outside_plugin(pytester, monkeypatch):
     return write
 
 
-def _baseline(example, projects, capevolve):
-    project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
-    assert capevolve(project).ret == 0
-    return project, projects.run_dir(project)
+def _baseline(one_trial_baseline, projects):
+    """noisy_agent at one trial after its baseline (a copy of one build per process)."""
+    return one_trial_baseline, projects.run_dir(one_trial_baseline)
 
 
 def _refused(result, *expected: str) -> str:
@@ -153,9 +151,9 @@ def _refused(result, *expected: str) -> str:
     ],
 )
 def test_a_plugin_that_changes_a_finalizes_items_is_refused_before_any_test_rollout(
-    example, projects, capevolve, outside_plugin, plugin, expected
+    one_trial_baseline, projects, capevolve, outside_plugin, plugin, expected
 ):
-    project, run_dir = _baseline(example, projects, capevolve)
+    project, run_dir = _baseline(one_trial_baseline, projects)
     result = capevolve(project, finalize=True, extra=outside_plugin(plugin))
     _refused(result, "a finalize runs its whole plan", expected)
     assert not list((run_dir / "rollouts").glob("test/*.json"))  # nothing of the test split paid
@@ -172,9 +170,9 @@ def test_a_plugin_that_changes_a_finalizes_items_is_refused_before_any_test_roll
     outcome="refused in one line from the workers' ids: nothing is scheduled",
 )
 def test_a_plugin_that_drops_a_finalizes_items_under_xdist_is_refused_before_any_test_rollout(
-    example, projects, capevolve, outside_plugin
+    one_trial_baseline, projects, capevolve, outside_plugin
 ):
-    project, run_dir = _baseline(example, projects, capevolve)
+    project, run_dir = _baseline(one_trial_baseline, projects)
     # in a child: xdist gives its workers the sys.path its controller started with
     extra = [*outside_plugin("drops_silently"), "-n", "2"]
     result = capevolve(project, finalize=True, extra=extra, subprocess=True)
@@ -191,9 +189,9 @@ def test_a_plugin_that_drops_a_finalizes_items_under_xdist_is_refused_before_any
     outcome="held: every planned item runs, the finalize scores once",
 )
 def test_a_plugin_that_only_announces_a_deselection_changes_nothing(
-    example, projects, capevolve, outside_plugin
+    one_trial_baseline, projects, capevolve, outside_plugin
 ):
-    project, run_dir = _baseline(example, projects, capevolve)
+    project, run_dir = _baseline(one_trial_baseline, projects)
     result = capevolve(project, finalize=True, extra=outside_plugin("announces_only"))
     assert result.ret == 0, result.stdout.str()[-2000:]  # every planned item ran: nothing to refuse
     assert [e["kind"] for e in _events(run_dir)].count("test_scored") == 1
@@ -259,9 +257,9 @@ def test_a_selection_given_to_a_gate_is_refused_before_anything_is_claimed(
     outcome="refused in one line before the seal is claimed",
 )
 def test_last_failed_failed_first_and_maxfail_on_a_finalize_are_refused_before_the_seal(
-    example, projects, capevolve, pytester
+    one_trial_baseline, projects, capevolve, pytester
 ):
-    project, run_dir = _baseline(example, projects, capevolve)
+    project, run_dir = _baseline(one_trial_baseline, projects)
     for flags, named in ((["--lf"], "--last-failed"), (["--ff"], "--failed-first"), (["-x"], "-x/--maxfail")):
         result = pytester.runpytest("--capevolve-finalize", str(project), *flags)  # cacheprovider on
         assert result.ret == 4, result.stdout.str()[-2000:]
@@ -294,11 +292,11 @@ def test_a_plugin_that_duplicates_an_evaluations_item_is_refused(
     outcome="refused in one line before anything is planned",
 )
 def test_a_session_run_without_one_of_its_parts_is_refused_before_anything_is_planned(
-    example, projects, capevolve, outside_plugin
+    one_trial_baseline, projects, capevolve, outside_plugin
 ):
     """``-p no:capevolve-plan-check`` unregistered the check by its name: with the dropping
     plugin, a finalize paid 17 of its 24 test rollouts."""
-    project, run_dir = _baseline(example, projects, capevolve)
+    project, run_dir = _baseline(one_trial_baseline, projects)
     for part in ("capevolve-plan-check", "capevolve-persistence"):
         extra = [*outside_plugin("drops_silently"), "-p", f"no:{part}"]
         result = capevolve(project, finalize=True, extra=extra)
@@ -333,12 +331,12 @@ def test_dist_each_is_refused_before_anything_is_planned(example, projects, cape
     ),
 )
 def test_a_rollout_repeated_on_a_worker_after_its_ids_were_checked_is_recorded_once(
-    example, projects, capevolve, outside_plugin
+    one_trial_baseline, projects, capevolve, outside_plugin
 ):
     """What the controller cannot see (a worker's items edited after it sent their ids): the
     records it receives are held to the plan, each owed rollout recorded once, and a finalize
     short of one scores nothing."""
-    project, run_dir = _baseline(example, projects, capevolve)
+    project, run_dir = _baseline(one_trial_baseline, projects)
     extra = [*outside_plugin("repeats_on_the_worker"), "-n", "2"]
     result = capevolve(project, finalize=True, extra=extra, subprocess=True)
     out = result.stdout.str()

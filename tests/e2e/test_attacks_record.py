@@ -15,15 +15,10 @@ from pytest_capevolve._cli.main import main
 from pytest_capevolve._store.rundir import RunDir
 
 
-def _gated_noop(example, projects, capevolve):
-    """A one-trial noisy_agent whose candidate ``noop`` is the seed's bytes, gated: REJECT."""
-    project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
-    shutil.copytree(project / "capability", project / "candidates" / "noop")
-    (project / "candidates" / "noop" / "notes.md").write_text("a no-op for the agent\n")
-    result = capevolve(project, "noop", gate=True, extra=["--capevolve-commit", "none"])
-    assert result.ret == 10, result.stdout.str()[-2000:]
-    return project, projects.run_dir(project)
+def _gated_noop(noop_gated, projects):
+    """A one-trial noisy_agent whose candidate ``noop`` is the seed's bytes, gated: REJECT (a copy
+    of tests/conftest.py's ``noop_gated``, one build per process)."""
+    return noop_gated, projects.run_dir(noop_gated)
 
 
 def _cli(capsys, *words: str) -> tuple[int, str]:
@@ -36,8 +31,8 @@ def _cli(capsys, *words: str) -> tuple[int, str]:
     attack='a verdict file edited to `"decision": "accept"`, then `capevolve commit --decision accept`',
     outcome="refused: the verdict's sha256 is in its log event",
 )
-def test_a_forged_verdict_is_not_booked(example, projects, capevolve, capsys):
-    project, run_dir = _gated_noop(example, projects, capevolve)
+def test_a_forged_verdict_is_not_booked(noop_gated, example, projects, capevolve, capsys):
+    project, run_dir = _gated_noop(noop_gated, projects)
     path = run_dir / "verdicts" / "noop.json"
     verdict = json.loads(path.read_text())
     assert verdict["decision"] == "reject"
@@ -61,8 +56,10 @@ def test_a_forged_verdict_is_not_booked(example, projects, capevolve, capsys):
     attack="`best_id` edited in `state.json` (finalize would score a rejected tag)",
     outcome="refused by sessions and commands",
 )
-def test_an_edited_best_id_is_refused_by_sessions_and_commands(example, projects, capevolve, capsys):
-    project, run_dir = _gated_noop(example, projects, capevolve)
+def test_an_edited_best_id_is_refused_by_sessions_and_commands(
+    noop_gated, example, projects, capevolve, capsys
+):
+    project, run_dir = _gated_noop(noop_gated, projects)
     state_path = run_dir / "state.json"
     state = json.loads(state_path.read_text())
     state["best_id"] = "noop"  # the rejected tag made best by hand: finalize would score it
@@ -81,10 +78,8 @@ def test_an_edited_best_id_is_refused_by_sessions_and_commands(example, projects
     attack="`seal.json` deleted after finalize (to gate again, or to score test twice)",
     outcome="prevented: the seal is the log's `test_scored` event",
 )
-def test_deleting_the_seal_file_reopens_nothing(example, projects, capevolve, capsys):
-    project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
-    assert capevolve(project).ret == 0
+def test_deleting_the_seal_file_reopens_nothing(one_trial_baseline, projects, capevolve, capsys):
+    project = one_trial_baseline  # a copy of one build per process
     assert capevolve(project, finalize=True).ret == 0
     run_dir = projects.run_dir(project)
     (run_dir / "seal.json").unlink()
@@ -110,8 +105,8 @@ def test_deleting_the_seal_file_reopens_nothing(example, projects, capevolve, ca
     attack="val tasks dropped from `splits.json`, or a test task moved into val",
     outcome="refused: `splits.json` is held to its `splits_frozen` event",
 )
-def test_val_tasks_dropped_from_the_splits_file_are_refused(example, projects, capevolve):
-    project, run_dir = _gated_noop(example, projects, capevolve)
+def test_val_tasks_dropped_from_the_splits_file_are_refused(noop_gated, example, projects, capevolve):
+    project, run_dir = _gated_noop(noop_gated, projects)
     path = run_dir / "splits.json"
     splits = json.loads(path.read_text())
     splits["val"] = splits["val"][:-3]  # drop the tasks the candidate lost
@@ -161,10 +156,10 @@ def _forge_wins(files) -> list[str]:
         "prevented: each file read is held to its `rollout` event; the edit is quarantined and paid again"
     ),
 )
-def test_rewards_edited_in_the_files_are_never_used(example, projects, capevolve, capsys):
+def test_rewards_edited_in_the_files_are_never_used(noop_gated, example, projects, capevolve, capsys):
     """Attack 8: rewards edited in rollout files (size and mtime kept) flip nothing: a file read
     is held to its event, so the edit is quarantined and the logged outcome is what is gated."""
-    project, run_dir = _gated_noop(example, projects, capevolve)
+    project, run_dir = _gated_noop(noop_gated, projects)
     before = _gate_json(capsys, project)
     assert before["decision"] == "reject"
     forged = _forge_wins(sorted((run_dir / "rollouts" / "val").glob("*__noop__*.json")))
@@ -189,11 +184,13 @@ def test_rewards_edited_in_the_files_are_never_used(example, projects, capevolve
     attack="index rows zeroed or turned into passes (by hand, or by candidate code during its own gate)",
     outcome="prevented: rows are held to the log's outcomes and read again",
 )
-def test_index_rows_edited_by_hand_are_read_again_from_the_log(example, projects, capevolve, capsys):
+def test_index_rows_edited_by_hand_are_read_again_from_the_log(
+    noop_gated, example, projects, capevolve, capsys
+):
     """Attack 8: the index's rows zeroed or turned into passes (sqlite3 by hand, or the
     candidate's own code during its gate): the rows are held to the log's outcomes — a digest
     the leaving session logged — and read again; the gate's numbers do not move."""
-    project, run_dir = _gated_noop(example, projects, capevolve)
+    project, run_dir = _gated_noop(noop_gated, projects)
     before = _gate_json(capsys, project)
     checkpoints = [
         e
@@ -222,10 +219,10 @@ def test_index_rows_edited_by_hand_are_read_again_from_the_log(example, projects
     attack="the outcomes digest that lets a reader trust the index edited to match forged rows",
     outcome="refused: the event's hash link breaks",
 )
-def test_an_edited_outcome_digest_is_refused(example, projects, capevolve):
+def test_an_edited_outcome_digest_is_refused(noop_gated, example, projects, capevolve):
     """The digest that lets the next reader trust the index in one pass is itself an event:
     edited (to match forged rows) it breaks the chain, and the session refuses in one line."""
-    project, run_dir = _gated_noop(example, projects, capevolve)
+    project, run_dir = _gated_noop(noop_gated, projects)
     events = run_dir / "events.jsonl"
     lines = events.read_text().splitlines()
     at = max(i for i, line in enumerate(lines) if '"kind": "outcomes_checked"' in line)
@@ -285,10 +282,12 @@ def test_a_spend_reset_in_state_json_does_not_get_past_max_metric_calls(example,
     attack="`spent` set back to 0 in `state.json`, so the next session looks affordable",
     note="`iterations`, `stall` and the optimizer's spend too",
 )
-def test_every_counter_a_decision_reads_is_checked_against_the_log(example, projects, capevolve, capsys):
+def test_every_counter_a_decision_reads_is_checked_against_the_log(
+    noop_gated, example, projects, capevolve, capsys
+):
     """The same one check covers ``iterations``, ``stall`` and the optimizer's spend (what
     ``max_iterations``, ``stall`` and ``max_usd`` stop on), and the spend mark itself."""
-    project, run_dir = _gated_noop(example, projects, capevolve)
+    project, run_dir = _gated_noop(noop_gated, projects)
     capsys.readouterr()
     assert (
         main(["commit", "noop", "--project", str(project), "--decision", "reject", "--reject-basis", "gate"])

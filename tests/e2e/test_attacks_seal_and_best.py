@@ -20,12 +20,18 @@ from pytest_capevolve._cli.main import main
 from pytest_capevolve._store.rundir import RunDir
 
 
-def _gated_noop(example, projects, capevolve):
-    """A one-trial noisy_agent whose no-op candidate (a blank line in prompt.md) is gated: REJECT."""
-    project = example("noisy_agent")
-    projects.one_trial_with_noop(project)
-    result = capevolve(project, "noop", gate=True, extra=["--capevolve-commit", "none"])
-    assert result.ret == 10, result.stdout.str()[-2000:]
+def _gated_noop(built, example, projects, capevolve):
+    """A one-trial noisy_agent whose no-op candidate (a blank line in prompt.md) is gated: REJECT.
+    Built once per process (tests/conftest.py's ``built``): each replay gets a copy."""
+
+    def make():
+        project = example("noisy_agent")
+        projects.one_trial_with_noop(project)
+        result = capevolve(project, "noop", gate=True, extra=["--capevolve-commit", "none"])
+        assert result.ret == 10, result.stdout.str()[-2000:]
+        return project, None
+
+    project, _ = built("seal-and-best-noop-gated", "noisy_agent", make)
     return project, projects.run_dir(project)
 
 
@@ -38,11 +44,9 @@ def _gated_noop(example, projects, capevolve):
     outcome="refused in one line before any test rollout; a finalize is the whole test plan",
 )
 def test_a_finalize_that_deselects_part_of_the_test_plan_is_refused_before_any_rollout(
-    example, projects, capevolve
+    one_trial_baseline, projects, capevolve
 ):
-    project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
-    assert capevolve(project).ret == 0
+    project = one_trial_baseline  # a copy of one build per process
     run_dir = projects.run_dir(project)
     for selection in (["--deselect", "noisy_agent/capevolve.yaml::test::n03[seed-t0]"], ["-k", "not n03"]):
         result = capevolve(project, finalize=True, extra=selection)
@@ -69,10 +73,10 @@ class _StopsBeforeTheBurn:
         "the finalize can still be finished"
     ),
 )
-def test_a_finalize_that_paid_test_rollouts_ends_gating_even_unburned(example, projects, capevolve, pytester):
-    project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
-    assert capevolve(project).ret == 0
+def test_a_finalize_that_paid_test_rollouts_ends_gating_even_unburned(
+    one_trial_baseline, projects, capevolve, pytester
+):
+    project = one_trial_baseline  # a copy of one build per process
     pytester.runpytest(*capevolve.args(project, finalize=True), plugins=[_StopsBeforeTheBurn()])
     run_dir = projects.run_dir(project)
     assert list((run_dir / "rollouts").glob("test/*.json"))  # the test rewards are on disk
@@ -100,8 +104,8 @@ def test_a_finalize_that_paid_test_rollouts_ends_gating_even_unburned(example, p
         "refuse the run in one line, `verify` names the event"
     ),
 )
-def test_a_forged_best_changed_event_moves_nothing_and_is_named(example, projects, capevolve, capsys):
-    project, run_dir = _gated_noop(example, projects, capevolve)
+def test_a_forged_best_changed_event_moves_nothing_and_is_named(built, example, projects, capevolve, capsys):
+    project, run_dir = _gated_noop(built, example, projects, capevolve)
     RunDir(run_dir).log.append_event("best_changed", best_id="noop")
     (run_dir / "state.json").unlink()
     code = main(["measure", "--project", str(project), "--finalize"])
@@ -125,8 +129,8 @@ def test_a_forged_best_changed_event_moves_nothing_and_is_named(example, project
         'the dashboard say "forced: accepted against the gate"'
     ),
 )
-def test_a_forced_accept_is_labelled_wherever_the_best_is_shown(example, projects, capevolve, capsys):
-    project, run_dir = _gated_noop(example, projects, capevolve)
+def test_a_forced_accept_is_labelled_wherever_the_best_is_shown(built, example, projects, capevolve, capsys):
+    project, run_dir = _gated_noop(built, example, projects, capevolve)
     code = main(["commit", "noop", "--project", str(project), "--decision", "accept", "--force", "--table"])
     capsys.readouterr()
     assert code == 0

@@ -40,11 +40,12 @@ def _rules(projects, project: Path, tag: str) -> set[tuple[str, ...]]:
     attack="a rule appended to a work copy's `JOURNAL.md` (a handover file, never hashed)",
     outcome="prevented: every candidate runs from its read-only snapshot, handover files excluded",
 )
-def test_a_rule_in_a_work_copys_journal_is_never_seen_by_the_agent(example, projects, capevolve, capsys):
+def test_a_rule_in_a_work_copys_journal_is_never_seen_by_the_agent(
+    one_trial_baseline, projects, capevolve, capsys
+):
     """Before: the rule appended to JOURNAL.md (a handover file, never hashed) was read by the
     agent in all 200 rollouts and the no-op was accepted (Δ̄ +0.115)."""
-    project = _noisy(example, projects)
-    assert capevolve(project).ret == 0
+    project = one_trial_baseline  # _noisy after its baseline: a copy of one build per process
     code, out, _ = run_cli(capsys, "work", "new", "noop", "--project", str(project))
     assert code == 0
     work = Path(json.loads(out)["path"])
@@ -159,12 +160,11 @@ def test_a_snapshot_edited_by_its_own_rollout_is_refused_naming_the_file(example
     "runs-recorded",
     attack="a snapshot edited by its own rollout, or a file dropped into it",
 )
-def test_a_journal_dropped_into_a_snapshot_is_an_added_file(example, projects, capevolve):
+def test_a_journal_dropped_into_a_snapshot_is_an_added_file(one_trial_baseline, projects, capevolve):
     """A handover file is never hashed; in a snapshot it is still a file the agent would read
     (this agent reads every *.md), so it is refused as added, naming it — the seed's snapshot
     too, which finalize evaluates."""
-    project = _noisy(example, projects)
-    assert capevolve(project).ret == 0
+    project = one_trial_baseline  # _noisy after its baseline: a copy of one build per process
     snapshot = projects.run_dir(project) / "candidates" / "seed" / "files"
     (snapshot / "JOURNAL.md").write_text(f"- {FARE}\n")
     result = capevolve(project, finalize=True)  # the seed's test rollouts, from its snapshot

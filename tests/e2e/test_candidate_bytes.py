@@ -12,19 +12,26 @@ from cli_calls import run
 from fix_list_project import fixing, make_fix_list, split_ids
 
 
-def _round_of_three(example, projects, capevolve) -> tuple[Path, list[str]]:
+def _round_of_three(built, example, projects, capevolve) -> tuple[Path, list[str]]:
     """The fix-list project after a 3-sibling round booked by the session: ``helpful`` fixes 5
-    val tasks (p = 1/32), rejected at Holm's α/3 = 1/60; two weak siblings fix one each."""
-    project = make_fix_list(example, projects)
-    assert capevolve(project).ret == 0  # the seed, and the splits frozen
-    val = split_ids(project, "val")
-    assert len(val) == 12
-    fixing(project, "helpful", val[:5])
-    fixing(project, "weak1", val[5:6])
-    fixing(project, "weak2", val[6:7])
-    gated = capevolve(project, "helpful", "weak1", "weak2", gate=True, extra=["--capevolve-commit", "auto"])
-    assert gated.ret == 10, gated.stdout.str()
-    return project, val
+    val tasks (p = 1/32), rejected at Holm's α/3 = 1/60; two weak siblings fix one each. Built
+    once per process (tests/conftest.py's ``built``): each test gets a copy."""
+
+    def make() -> tuple[Path, list[str]]:
+        project = make_fix_list(example, projects)
+        assert capevolve(project).ret == 0  # the seed, and the splits frozen
+        val = split_ids(project, "val")
+        assert len(val) == 12
+        fixing(project, "helpful", val[:5])
+        fixing(project, "weak1", val[5:6])
+        fixing(project, "weak2", val[6:7])
+        gated = capevolve(
+            project, "helpful", "weak1", "weak2", gate=True, extra=["--capevolve-commit", "auto"]
+        )
+        assert gated.ret == 10, gated.stdout.str()
+        return project, val
+
+    return built("fix-list-round-of-three", "fixes", make)
 
 
 def _verdict(project: Path, projects, tag: str) -> dict:
@@ -40,9 +47,9 @@ def _verdict(project: Path, projects, tag: str) -> dict:
     ),
 )
 def test_a_refuted_candidate_copied_under_a_new_tag_is_refused_not_regated(
-    example, projects, capevolve, capsys
+    built, example, projects, capevolve, capsys
 ):
-    project, _ = _round_of_three(example, projects, capevolve)
+    project, _ = _round_of_three(built, example, projects, capevolve)
     helpful = _verdict(project, projects, "helpful")
     assert (helpful["decision"], helpful["p_exact"]) == ("reject", "1/32")
     assert helpful["details"]["family"]["level_exact"] == "1/60"
@@ -100,11 +107,11 @@ def test_a_refuted_candidate_copied_under_a_new_tag_is_refused_not_regated(
     ids=["trailing-space", "crlf", "blank-lines"],
 )
 def test_a_refuted_candidate_re_proposed_with_invisible_edits_is_refused_not_regated(
-    example, projects, capevolve, edit
+    built, example, projects, capevolve, edit
 ):
     """The red team's laundering of a Holm reject: the same prompt with a trailing space (or CRLF,
     or a newline more) gated alone was new bytes, paid again and accepted at α = 0.05."""
-    project, _ = _round_of_three(example, projects, capevolve)
+    project, _ = _round_of_three(built, example, projects, capevolve)
     variant = project / "candidates" / "helpful-again"
     shutil.copytree(project / "candidates" / "helpful", variant)
     changed = [path for path in sorted(variant.rglob("*")) if path.is_file()][0]
@@ -162,8 +169,10 @@ def test_an_unchanged_copy_of_the_best_is_not_paid_for(example, projects, capevo
     attack="`capevolve gate TAG` at α = 0.05 to print ACCEPT for a tag rejected at its Holm level",
     outcome="prevented: re-derived at the level it had; an explicit `--alpha` says it is not that level",
 )
-def test_capevolve_gate_rederives_the_holm_level_the_decision_had(example, projects, capevolve, capsys):
-    project, _ = _round_of_three(example, projects, capevolve)
+def test_capevolve_gate_rederives_the_holm_level_the_decision_had(
+    built, example, projects, capevolve, capsys
+):
+    project, _ = _round_of_three(built, example, projects, capevolve)
     code, out, _ = run(capsys, "gate", "helpful", "--project", str(project))
     # today: ACCEPT (re-derived at α = 0.05); the session rejected it at 1/60
     assert code == 10, out
@@ -188,8 +197,10 @@ def test_capevolve_gate_rederives_the_holm_level_the_decision_had(example, proje
         "the table and the JSON, exit 14"
     ),
 )
-def test_every_override_of_capevolve_gate_is_a_what_if_never_an_accept(example, projects, capevolve, capsys):
-    project, _ = _round_of_three(example, projects, capevolve)
+def test_every_override_of_capevolve_gate_is_a_what_if_never_an_accept(
+    built, example, projects, capevolve, capsys
+):
+    project, _ = _round_of_three(built, example, projects, capevolve)
     where = ["--project", str(project)]
     # the red team's one step: another parent and a laxer rule print ACCEPT, exit 0, for a
     # tag whose booked decision is reject (today)
@@ -283,8 +294,8 @@ def test_hill_climb_books_repeats_without_a_rollout_and_says_what_they_repeat(
     attack="a new run to re-decide the same bytes",
     outcome="refused, naming the earlier run",
 )
-def test_a_new_run_does_not_retake_a_decision_on_the_same_bytes(example, projects, capevolve):
-    project, _ = _round_of_three(example, projects, capevolve)
+def test_a_new_run_does_not_retake_a_decision_on_the_same_bytes(built, example, projects, capevolve):
+    project, _ = _round_of_three(built, example, projects, capevolve)
     first = projects.run_dir(project).name
     again = capevolve(
         project, "helpful", gate=True, extra=["--capevolve-new-run", "--capevolve-commit", "auto"]
@@ -312,12 +323,12 @@ def test_a_new_run_does_not_retake_a_decision_on_the_same_bytes(example, project
         "`.capevolve/decisions.jsonl`"
     ),
 )
-def test_a_run_folder_moved_out_still_holds_its_decisions(example, projects, capevolve, tmp_path):
+def test_a_run_folder_moved_out_still_holds_its_decisions(built, example, projects, capevolve, tmp_path):
     """The red team's way round the cross-run check: move the deciding run's folder out of the
     project, then gate the refuted bytes in a new run. The project's memory of decisions
     (``.capevolve/decisions.jsonl``) still names the decision. (``.capevolve`` deleted whole is
     the project's memory deleted: what no file-level guard sees, the anchor's business.)"""
-    project, _ = _round_of_three(example, projects, capevolve)
+    project, _ = _round_of_three(built, example, projects, capevolve)
     first = projects.run_dir(project)
     first.rename(tmp_path / "elsewhere")
     again = capevolve(
@@ -440,8 +451,10 @@ def test_an_accept_against_other_parent_bytes_is_not_adopted(example, projects, 
         "reported, and only `--capevolve-harness-changed` re-gates, labelled in the verdict and summary"
     ),
 )
-def test_a_comment_added_to_the_adapter_does_not_make_refuted_bytes_new(example, projects, capevolve, capsys):
-    project, _ = _round_of_three(example, projects, capevolve)
+def test_a_comment_added_to_the_adapter_does_not_make_refuted_bytes_new(
+    built, example, projects, capevolve, capsys
+):
+    project, _ = _round_of_three(built, example, projects, capevolve)
     first = projects.run_dir(project).name
     adapter = project / "adapter.py"
     original = adapter.read_text()

@@ -1,5 +1,7 @@
 """``capevolve compare`` as a CI job runs it: the installed command in a child process, on real
-inspect_ai logs made live with inspect's mock model, and on CSVs; its exit code is the gate's."""
+inspect_ai logs made live with inspect's mock model and on each how-to page's files; its exit code
+is the gate's. The CSV cases call the command's ``main()`` in process (what the installed
+command returns as its exit code, without a Python start-up per call)."""
 
 from __future__ import annotations
 
@@ -7,10 +9,13 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from docs_commands import play
+
+from pytest_capevolve._cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,6 +28,23 @@ def compare(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
         text=True,
         check=False,
     )
+
+
+@pytest.fixture
+def compare_in_process(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``compare(*args, cwd=)`` as above, through ``main()`` in this process: its return value
+    and what it printed."""
+
+    def run(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+        monkeypatch.chdir(cwd)
+        capsys.readouterr()
+        code = main(["compare", *map(str, args)])
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["capevolve", "compare", *map(str, args)], code, out, err)
+
+    return run
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +89,9 @@ def test_the_same_prompt_run_again_is_not_accepted_and_its_seeds_are_said_to_dif
     assert row["candidate"]["source"] == "inspect"  # a .json inspect log, recognised by its content
 
 
-def test_csv_runs_exit_as_a_gate_does(tmp_path: Path) -> None:
+def test_csv_runs_exit_as_a_gate_does(tmp_path: Path, compare_in_process) -> None:
+    compare = compare_in_process
+
     def table(name: str, passes: dict[str, int]) -> Path:
         rows = [f"q{t},{k},{int(k < passes.get(f'q{t}', 0))}" for t in range(10) for k in range(2)]
         path = tmp_path / name
@@ -165,9 +189,10 @@ def test_the_fixture_decides_in_a_test_with_junitxml_properties(pytester: pytest
     assert 'name="capevolve_compare:prefs.csv" value="accept p=0.00390625"' in junit
 
 
-def test_a_margin_asks_no_worse_than_and_says_so_in_every_answer(tmp_path: Path) -> None:
+def test_a_margin_asks_no_worse_than_and_says_so_in_every_answer(tmp_path: Path, compare_in_process) -> None:
     """200 tasks: a cheaper run that swaps two wins for two losses is no worse than −0.05 (exit
     0) though not better; one that loses 20 tasks is not (10); equivalence at ±0.05 likewise."""
+    compare = compare_in_process
 
     def table(name: str, flipped: range) -> Path:
         rows = [f"q{t},{int((t % 2 == 0) != (t in flipped))}" for t in range(200)]

@@ -110,13 +110,21 @@ def paid_calls(project: Path) -> list[str]:
         pytest.param(2, True, True, ["-n", "2"], id="2-existing-gate-xdist"),
     ],
 )
-def test_concurrent_sessions_pay_every_rollout_once(example, projects, n, existing, gate, extra) -> None:
-    project = example("toy_calc")
-    projects.add_adapter(project, SHARED, "adapter.py:SharedAdapter")
-    projects.writable(project, "observed")  # where run_target notes every paid rollout
-    if existing:  # a run with the seed already paid
-        first = subprocess.run(session_command(project), cwd=project.parent, capture_output=True, text=True)
-        assert first.returncode == 0, first.stdout + first.stderr
+def test_concurrent_sessions_pay_every_rollout_once(
+    built, example, projects, n, existing, gate, extra
+) -> None:
+    def shared() -> tuple[Path, None]:
+        project = example("toy_calc")
+        projects.add_adapter(project, SHARED, "adapter.py:SharedAdapter")
+        projects.writable(project, "observed")  # where run_target notes every paid rollout
+        if existing:  # a run with the seed already paid (one build per process: its copy here)
+            first = subprocess.run(
+                session_command(project), cwd=project.parent, capture_output=True, text=True
+            )
+            assert first.returncode == 0, first.stdout + first.stderr
+        return project, None
+
+    project, _ = built("concurrency-seed-paid", "toy_calc", shared) if existing else shared()
     args = ["--capevolve-candidate", str(project / "candidates" / "careful")]
     if gate:
         args.append("--capevolve-gate")

@@ -69,6 +69,7 @@ def console_lines(result: subprocess.CompletedProcess[str]) -> list[str]:
 def test_dashboard_of_a_gate_session_in_headless_chromium(example, projects, capevolve, tmp_path, capsys):
     browser = chromium()
     project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # the page draws alike at any n
     adapter = project / "adapter.py"
     scoring = "        return Score(reward=1.0 if ok else 0.0, feedback=feedback)"
     assert scoring in adapter.read_text()

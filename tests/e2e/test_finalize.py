@@ -20,9 +20,13 @@ NO_CACHE = ["-p", "no:cacheprovider"]
 
 
 @pytest.fixture
-def gated_project(example, projects, capevolve) -> Path:
-    """noisy_agent with 2 trials, after a gate that made 'improved' the best."""
-    return _gated(example, projects, capevolve)
+def gated_project(improved_gated, projects) -> Path:
+    """noisy_agent with 2 trials, after a gate that made 'improved' the best (a copy of one build
+    per process)."""
+    project, result = improved_gated
+    assert result.ret == 0, result.stdout.str()
+    assert json.loads((projects.run_dir(project) / "state.json").read_text())["best_id"] == "improved"
+    return project
 
 
 def _gated(example, projects, capevolve) -> Path:
@@ -95,14 +99,16 @@ def pytest_capevolve_test_scored(result, run_dir):
 
 
 def test_finalize_killed_between_scoring_and_writing_leaves_the_seal_unburned(
-    pytester, example, projects, capevolve, held_out_files, events, xdist_args
+    pytester, example, projects, capevolve, held_out_files, events
 ):
+    """Without workers: the hook and the burn after it run in the controller alone, with or
+    without them; finalize's one case under -n 2 is test_finalize_scores_best_and_seed_once_then_refuses's."""
     # the hook is in place from the run's first session: a conftest is harness, locked with the run
     pytester.makeconftest(KILL_BEFORE_BURN)
     project = _gated(example, projects, capevolve)
     marker = pytester.path / "kill-before-burn"
     marker.write_text("")
-    killed = capevolve(project, finalize=True, extra=xdist_args, subprocess=True)
+    killed = capevolve(project, finalize=True, subprocess=True)
     assert killed.ret == -9, killed.stdout.str()
     rundir = projects.run_dir(project)
     assert not (rundir / "seal.json").exists()
@@ -111,7 +117,7 @@ def test_finalize_killed_between_scoring_and_writing_leaves_the_seal_unburned(
     mean_seen = json.loads(marker.read_text())
     marker.unlink()
 
-    again = capevolve(project, finalize=True, extra=xdist_args)  # kills nothing: in process
+    again = capevolve(project, finalize=True)  # kills nothing: in process
     assert again.ret == 0, again.stdout.str()
     again.stdout.fnmatch_lines(["*rollouts: 0 paid, 96 reused*"])
     seal = json.loads((rundir / "seal.json").read_text())
@@ -233,7 +239,7 @@ class FlakyCalcAdapter(ToyCalcAdapter):
 
 
 def test_an_outage_during_finalize_leaves_the_seal_unburned_until_complete(example, projects, capevolve):
-    """In process (finalize under xdist: the two tests above)."""
+    """In process (finalize under xdist: the first test above)."""
     project = example("toy_calc")
     projects.add_adapter(project, FLAKY, "adapter.py:FlakyCalcAdapter")
     assert capevolve(project).ret == 0

@@ -39,6 +39,8 @@ def test_gate_verdicts_on_noisy_agent(example, projects, capevolve, candidate, c
     # the statistical rule is under test here; the example's no-upsell microcase would
     # reject `regressed` before its rollouts (see test_microcases.py)
     shutil.rmtree(project / "microcases")
+    # two trials a task (not five): each verdict stands at n = 2, and 800 rollouts become 320
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
     result = capevolve(project, candidate, gate=True)
     assert result.ret == code, result.stdout.str()
     result.stdout.fnmatch_lines(
@@ -47,7 +49,7 @@ def test_gate_verdicts_on_noisy_agent(example, projects, capevolve, candidate, c
     rundir = projects.run_dir(project)
     verdict = json.loads((rundir / "verdicts" / f"{candidate}.json").read_text())
     assert VERDICT_FIELDS <= set(verdict)
-    assert verdict["decision"] == decision and verdict["n_tasks"] == 40 and verdict["trials"] == 5
+    assert verdict["decision"] == decision and verdict["n_tasks"] == 40 and verdict["trials"] == 2
     assert verdict["null_spread"] is not None and verdict["nulls"] == ["seed-null1", "seed-null2"]
     for null in ("seed-null1", "seed-null2"):
         assert json.loads((rundir / "verdicts" / f"{null}.json").read_text())["decision"] == "reject"
@@ -67,10 +69,8 @@ def test_verdicts_identical_with_and_without_xdist(example, projects, capevolve)
     assert verdicts["plain"]["trials"] == 2 and verdicts["plain"] == verdicts["xdist"]
 
 
-def test_capevolve_gate_rederives_the_verdict_without_paying(example, projects, capevolve, capsys):
-    project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # re-derived alike at any n
-    capevolve(project, "improved", gate=True)
+def test_capevolve_gate_rederives_the_verdict_without_paying(improved_gated, projects, capsys):
+    project, _ = improved_gated  # at two trials: re-derived alike at any n
     rundir = projects.run_dir(project)
     recorded = json.loads((rundir / "verdicts" / "improved.json").read_text())
     spent = json.loads((rundir / "state.json").read_text())["spent"]
@@ -98,10 +98,8 @@ def test_nulls_are_reused_while_the_best_is_unchanged(example, projects, capevol
     second.stdout.fnmatch_lines(["rollouts: 80 paid, 240 reused*"])
 
 
-def test_the_same_gate_run_again_after_its_accept_pays_nothing(example, projects, capevolve):
-    project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # 40 tasks × 2 trials a tag
-    first = capevolve(project, "improved", gate=True)
+def test_the_same_gate_run_again_after_its_accept_pays_nothing(improved_gated, capevolve):
+    project, first = improved_gated  # 40 tasks × 2 trials a tag
     first.stdout.fnmatch_lines(["improved: booked accept"])
     again = capevolve(project, "improved", gate=True)  # the candidate is the best now
     again.stdout.fnmatch_lines(["rollouts: 0 paid, 80 reused*", "nothing to gate: *is the best (improved)*"])

@@ -41,9 +41,10 @@ def _refused(result, *named: str) -> None:
     ),
     outcome="refused: the harness is locked with the run",
 )
-def test_a_scorer_edited_or_a_conftest_planted_after_the_baseline_is_refused(example, projects, capevolve):
-    project = _one_trial(example, projects)
-    assert capevolve(project).ret == 0
+def test_a_scorer_edited_or_a_conftest_planted_after_the_baseline_is_refused(
+    one_trial_baseline, projects, capevolve
+):
+    project = one_trial_baseline  # a copy of one build per process
     run_dir = projects.run_dir(project)
     locks = [e for e in _events(run_dir) if e["kind"] == HARNESS_LOCKED]
     assert len(locks) == 1 and "adapter.py" in locks[0]["files"] and "<tasks>" in locks[0]["files"]
@@ -75,9 +76,8 @@ def test_a_scorer_edited_or_a_conftest_planted_after_the_baseline_is_refused(exa
     attack="a line of the log edited in the middle",
     outcome="refused by any reader of that event, and named by `verify`",
 )
-def test_an_edited_lock_in_the_log_is_refused(example, projects, capevolve):
-    project = _one_trial(example, projects)
-    assert capevolve(project).ret == 0
+def test_an_edited_lock_in_the_log_is_refused(one_trial_baseline, projects, capevolve):
+    project = one_trial_baseline  # a copy of one build per process
     log = projects.run_dir(project) / "events.jsonl"
     lines = log.read_text().splitlines()
     at = next(i for i, line in enumerate(lines) if f'"{HARNESS_LOCKED}"' in line)

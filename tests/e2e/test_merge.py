@@ -86,10 +86,20 @@ def test_identical_changes_on_both_sides_are_no_conflict():
 # -- end to end on examples/noisy_agent ------------------------------------------------------------------
 
 
-def test_a_merge_of_two_helping_siblings_is_accepted_over_either_alone(example, capevolve, capsys):
+def _round_of_two(built, example, capevolve) -> tuple[Path, pytest.RunResult]:
+    """noisy_agent after a gate of two siblings, and that session's result: built once per
+    process, both tests below start from a copy (each merges and gates in its own)."""
+
+    def make() -> tuple[Path, pytest.RunResult]:
+        project = example("noisy_agent")
+        return project, capevolve(project, "improved", "policy", gate=True)
+
+    return built("merge-round-of-two", "noisy_agent", make)
+
+
+def test_a_merge_of_two_helping_siblings_is_accepted_over_either_alone(built, example, capevolve, capsys):
     """In process: a work copy gated under -n 2 is test_an_agent_mode_loop_books_each_decision_once's."""
-    project = example("noisy_agent")
-    round_ = capevolve(project, "improved", "policy", gate=True)
+    project, round_ = _round_of_two(built, example, capevolve)
     # the sibling problem: improved is accepted; policy, re-gated against it, can only replace it
     assert round_.ret == 10, round_.stdout.str()
     round_.stdout.fnmatch_lines(["*improved: booked accept*", "*policy: booked reject (gate)*"])
@@ -139,9 +149,9 @@ def test_a_merge_of_two_helping_siblings_is_accepted_over_either_alone(example, 
     assert sorted(booked["changed_files"]) == ["prompt.md (changed)", "skills/policy.md (changed)"]
 
 
-def test_integrate_keeps_only_the_additions_that_clear_the_gate(example, capevolve, capsys):
-    project = example("noisy_agent")
-    assert capevolve(project, "improved", "policy", gate=True).ret == 10
+def test_integrate_keeps_only_the_additions_that_clear_the_gate(built, example, capevolve, capsys):
+    project, round_ = _round_of_two(built, example, capevolve)
+    assert round_.ret == 10, round_.stdout.str()
     # a third sibling that changes a third file and helps nothing
     code, created, _ = cli(capsys, "work", "new", "tweak", "--from", "seed", "--project", str(project))
     assert code == 0

@@ -224,14 +224,16 @@ def test_a_microcase_file_outside_any_project_is_refused(pytester):
     result.stdout.fnmatch_lines(["*no capevolve.yaml in any folder above it*"])
 
 
-def test_a_failing_microcase_rejects_before_any_rollout(example, projects, capevolve, xdist_args):
+def test_a_failing_microcase_rejects_before_any_rollout(example, projects, capevolve):
+    """In process: the screens run on the controller alone, while it plans; their one case under
+    -n 2 is test_tamper.py's (a candidate refused before any rollout, the same path)."""
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
     broken = project / "candidates" / "broken-tool"
     shutil.copytree(project / "candidates" / "improved", broken)
     reply = broken / "tools" / "reply.py"
     reply.write_text(reply.read_text().replace('"refund": "Your refund is on its way."', '"refund": "Done."'))
-    result = capevolve(project, "regressed", "broken-tool", "improved", gate=True, extra=xdist_args)
+    result = capevolve(project, "regressed", "broken-tool", "improved", gate=True)
     assert result.ret == 10, result.stdout.str()
     result.stdout.fnmatch_lines(
         [

@@ -10,12 +10,15 @@ import pytest
 
 
 def test_a_moved_project_resumes_gates_and_finalizes_its_run(
-    pytester: pytest.Pytester, example, projects, capevolve, xdist_args: list[str]
+    pytester: pytest.Pytester, improved_gated, projects, capevolve, xdist_args: list[str]
 ) -> None:
-    project = example("noisy_agent", dest="laptop/noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
-    first = capevolve(project, "improved", gate=True)
+    # noisy_agent at two trials, improved gated where it was built (a copy of one build per
+    # process, itself made in another folder), moved to a laptop folder, then to CI's checkout
+    built, first = improved_gated
     assert first.ret == 0, first.stdout.str()
+    project = pytester.path / "laptop" / "noisy_agent"
+    project.parent.mkdir()
+    shutil.move(built, project)
     run_id = projects.run_dir(project).name
 
     moved = pytester.path / "ci" / "checkout" / "noisy_agent"

@@ -31,10 +31,8 @@ def rollout_bytes(project: Path) -> dict[str, bytes]:
 # -- end to end ----------------------------------------------------------------------------------------
 
 
-def test_two_blocks_of_one_candidate_give_the_across_run_se(example, projects, capevolve, capsys):
-    project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # blocks work alike at any n
-    gated = capevolve(project, "improved", gate=True)
+def test_two_blocks_of_one_candidate_give_the_across_run_se(improved_gated, projects, capevolve, capsys):
+    project, gated = improved_gated  # at two trials: blocks work alike at any n
     assert gated.ret == 0, gated.stdout.str()
     verdict_path = next((project / ".capevolve" / "runs").iterdir()) / "verdicts" / "improved.json"
     verdict = json.loads(verdict_path.read_text())

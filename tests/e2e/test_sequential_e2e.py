@@ -169,6 +169,7 @@ def test_basel_schedule_spends_a_shrinking_alpha_per_decision_and_spend_shows_th
 ):
     project = example("noisy_agent")
     no_microcases(project)
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # the schedule counts decisions, not trials
     projects.edit_spec(project, "gate_alpha: 0.05", "gate_alpha: 0.05\ngate_alpha_schedule: basel")
     first = capevolve(project, "regressed", "mixed", gate=True, extra=["--capevolve-null", "1"])
     assert first.ret == 10, first.stdout.str()
@@ -200,6 +201,7 @@ def test_null_controls_accepted_too_often_raise_the_calibration_alarm(example, p
     at the second look, level 0.0015 — is not yet enough; 3 of 3 is, p = 1.25e-4.)"""
     project = example("noisy_agent")
     no_microcases(project)
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # the rule accepts every null at any n
     projects.edit_spec(project, "gate_mode: exact", "gate_mode: threshold\ngate_threshold: -0.2")
     result = capevolve(project, "improved", gate=True, extra=["--capevolve-null", "3"])
     run_dir = projects.run_dir(project)
@@ -216,6 +218,7 @@ def test_null_controls_accepted_too_often_raise_the_calibration_alarm(example, p
 def test_a_calibrated_gate_raises_no_alarm(example, projects, capevolve, spend):
     project = example("noisy_agent")
     no_microcases(project)
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # the alarm counts decisions, not trials
     result = capevolve(project, "improved", gate=True, extra=["--capevolve-null", "2"])
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["*null controls accepted 0 of 2 times over the run*"])

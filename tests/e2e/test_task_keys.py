@@ -60,23 +60,40 @@ def _project(example, projects, dest: str = "inputs", ledger: str | None = None)
 
 
 def _round_of_three(
-    example, projects, capevolve, dest: str = "inputs", *, also_train: bool = False, ledger: str | None = None
+    example,
+    projects,
+    capevolve,
+    dest: str = "inputs",
+    *,
+    also_train: bool = False,
+    ledger: str | None = None,
+    built=None,
 ):
     """(project, the first run, its splits) after the Holm round that rejected ``helpful``
-    (which, ``also_train``, lists 5 train tasks too: outside that run's val, no effect there)."""
-    project = _project(example, projects, dest, ledger)
-    assert capevolve(project).ret == 0
-    run1 = projects.run_dir(project)
-    splits = json.loads((run1 / "splits.json").read_text())
-    val = splits["val"]
-    _fixing(project, "helpful", [*val[:5], *(splits["train"][:5] if also_train else [])])
-    _fixing(project, "weak1", val[5:6])
-    _fixing(project, "weak2", val[6:7])
-    gated = capevolve(project, "helpful", "weak1", "weak2", gate=True, extra=["--capevolve-commit", "auto"])
-    assert gated.ret == 10, gated.stdout.str()
-    verdict = json.loads((run1 / "verdicts" / "helpful.json").read_text())
-    assert (verdict["decision"], verdict["p_exact"]) == ("reject", "1/32")
-    return project, run1, splits
+    (which, ``also_train``, lists 5 train tasks too: outside that run's val, no effect there).
+    Given ``built`` (tests/conftest.py's), a copy of one build per process; never with a shared
+    ledger, which lives outside the project and names it."""
+
+    def make() -> tuple[Path, dict]:
+        project = _project(example, projects, dest, ledger)
+        assert capevolve(project).ret == 0
+        run1 = projects.run_dir(project)
+        splits = json.loads((run1 / "splits.json").read_text())
+        val = splits["val"]
+        _fixing(project, "helpful", [*val[:5], *(splits["train"][:5] if also_train else [])])
+        _fixing(project, "weak1", val[5:6])
+        _fixing(project, "weak2", val[6:7])
+        gated = capevolve(
+            project, "helpful", "weak1", "weak2", gate=True, extra=["--capevolve-commit", "auto"]
+        )
+        assert gated.ret == 10, gated.stdout.str()
+        verdict = json.loads((run1 / "verdicts" / "helpful.json").read_text())
+        assert (verdict["decision"], verdict["p_exact"]) == ("reject", "1/32")
+        return project, splits
+
+    assert built is None or ledger is None
+    project, splits = make() if built is None else built(f"task-keys-round-{dest}-{also_train}", dest, make)
+    return project, projects.run_dir(project), splits
 
 
 def _split_file(project: Path, name: str, **splits: Sequence[str]) -> None:
@@ -170,9 +187,9 @@ def _refused_finalize(capevolve, project, *parts: str):
     outcome="refused: tasks are matched by content (a digest of input, target and metadata) as well as id",
 )
 def test_renamed_task_ids_neither_re_decide_refuted_bytes_nor_re_score_the_sealed_test(
-    example, projects, capevolve, capsys
+    built, example, projects, capevolve, capsys
 ):
-    project, run1, splits = _round_of_three(example, projects, capevolve)
+    project, run1, splits = _round_of_three(example, projects, capevolve, built=built)
     assert capevolve(project, finalize=True).ret == 0
     adapter = project / "adapter.py"
     # the red team's step: every id renamed, every task's content as it was
@@ -209,9 +226,9 @@ def test_renamed_task_ids_neither_re_decide_refuted_bytes_nor_re_score_the_seale
     ),
 )
 def test_a_val_and_test_swapped_between_runs_is_refused_not_reported_held_out(
-    example, projects, capevolve, capsys
+    built, example, projects, capevolve, capsys
 ):
-    project, run1, splits = _round_of_three(example, projects, capevolve)
+    project, run1, splits = _round_of_three(example, projects, capevolve, built=built)
     assert capevolve(project, finalize=True).ret == 0
     old_val, old_test, old_train = splits["val"], splits["test"], splits["train"]
     # a val holding the sealed test tasks: refused before anything is paid or any run is left
@@ -275,9 +292,9 @@ def _paid(project: Path, tag: str, projects) -> list[Path]:
     ),
 )
 def test_two_projects_in_two_folders_sharing_task_ids_decide_independently(
-    example, projects, capevolve, pytester
+    built, example, projects, capevolve, pytester
 ):
-    project, run1, splits = _round_of_three(example, projects, capevolve)
+    project, run1, splits = _round_of_three(example, projects, capevolve, built=built)
     assert capevolve(project, finalize=True).ret == 0
     # the same project in another folder (a copy, a second clone): the same ids, the same tasks
     copy = _copy(project, pytester.path / "copied")

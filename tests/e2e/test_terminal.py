@@ -23,6 +23,7 @@ def test_the_evaluation_guide_first_command_prints_one_line_per_failed_rollout(
         "--capevolve-run . --capevolve-candidate candidates/improved -n 2 -q --capevolve-failures all" in page
     )
     project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 3")  # the command is the page's; n is not in it
     result = capevolve(project, "improved", extra=["-n", "2", "-q", "--capevolve-failures", "all"])
     assert result.ret == 0, result.stdout.str()
     out = result.stdout.lines
@@ -43,7 +44,7 @@ def test_the_evaluation_guide_first_command_prints_one_line_per_failed_rollout(
     assert not any(re.fullmatch(r"=+ FAILURES =+", line) for line in out)
     assert "short test summary" not in text
     assert "ticket escalated: customer not helped" in text
-    result.stdout.fnmatch_lines(["*capevolve run *", "seed *val*40*5*", "improved *val*40*5*"])
+    result.stdout.fnmatch_lines(["*capevolve run *", "seed *val*40*3*", "improved *val*40*3*"])
     assert re.search(r"\d+ failed, \d+ passed", out[-1])
 
 
@@ -163,6 +164,9 @@ def _line_after(result: pytest.RunResult, marker: str) -> str:
 
 def test_explain_puts_each_verdict_in_plain_words(example, projects, capevolve) -> None:
     project = example("noisy_agent")
+    projects.edit_spec(
+        project, "num_trials: 5", "num_trials: 2"
+    )  # the same words at any n (Δ̄ ≈ 0.13 detectable at 2)
     result = capevolve(project, "copy", gate=True, extra=["--capevolve-explain", "-n", "2"])
     assert result.ret == 10, result.stdout.str()
     verdict = json.loads((projects.run_dir(project) / "verdicts" / "copy.json").read_text())
@@ -171,10 +175,10 @@ def test_explain_puts_each_verdict_in_plain_words(example, projects, capevolve) 
             "in plain words (--capevolve-explain):",
             "seed-null1 (REJECT): a null control — a byte-identical copy of 'seed'*",
             "copy (REJECT)",
-            f"  compared: 'copy' against 'seed' on the same 40 val tasks, 5 trial(s) each*"
+            f"  compared: 'copy' against 'seed' on the same 40 val tasks, 2 trial(s) each*"
             f"moved by {verdict['delta_mean']:+.4f}*",
             f"  the test (exact): {verdict['reason']}",
-            "  at n = 40 tasks the gate detects a true change of Δ̄ ≈ 0.0* 4 times in 5 (α = 0.05*2 null control(s))",
+            "  at n = 40 tasks the gate detects a true change of Δ̄ ≈ 0.1* 4 times in 5 (α = 0.05*2 null control(s))",
             "  what it would take: *",
         ]
     )
