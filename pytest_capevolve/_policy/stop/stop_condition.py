@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .stop_grammar import read_clause
 from .stop_terms import NO_REGRESS, VAL_MEAN, Ambiguity, Predicate
 
 
@@ -81,6 +80,8 @@ def parse(text: str | None) -> StopCondition:
     clauses = split_clauses(text)
     predicates: list[Predicate] = []
     ambiguous: list[Ambiguity] = []
+    if clauses:  # its regexes compile on import: 12 ms of every session's start, most have no condition
+        from .stop_grammar import read_clause
     for clause in clauses:
         try:
             result = read_clause(clause)
