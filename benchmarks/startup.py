@@ -15,8 +15,10 @@ fresh evaluations run in one process, as the suite's pytester sessions run (what
 the first). With ``--baseline REV`` each is measured alternately against the package of REV (a
 temporary worktree put first on ``PYTHONPATH``), and the ratio now / baseline printed. Both
 read our bytecode from one fresh cache (``PYTHONPYCACHEPREFIX``), as on a user's machine.
+``--gold N`` puts N files of evaluation data under the project's ``data/``: what the harness
+lock hashes and every sandbox child hides, at each session's start.
 
-    python benchmarks/startup.py [--rounds N] [--sessions [--baseline REV]]
+    python benchmarks/startup.py [--rounds N] [--sessions [--baseline REV] [--gold N]]
 """
 
 from __future__ import annotations
@@ -61,9 +63,10 @@ def session_wall(folder: Path, *extra: str) -> tuple[float, float, str]:
     return wall, usage.ru_utime + usage.ru_stime, heavy
 
 
-def small_project(folder: Path) -> Path:
+def small_project(folder: Path, gold: int = 0) -> Path:
     """``examples/noisy_agent`` with 4 tasks (2 in val) and 2 trials; its one microcase that
-    names a task beyond those dropped."""
+    names a task beyond those dropped; ``gold`` files of evaluation data under ``data/`` (held
+    by the harness lock, hidden from candidate code)."""
     project = folder / "noisy_agent"
     shutil.copytree(REPO / "examples" / "noisy_agent", project, ignore=shutil.ignore_patterns(".capevolve"))
     for name, old, new in (
@@ -79,6 +82,9 @@ def small_project(folder: Path) -> Path:
     microcases = project / "microcases" / "scorer-and-agent.yaml"
     kept = [case for case in microcases.read_text().split("\n- id: ") if "task: n63" not in case]
     microcases.write_text("\n- id: ".join(kept))
+    for i in range(gold):
+        (project / "data" / f"part{i // 1000}").mkdir(parents=True, exist_ok=True)
+        (project / "data" / f"part{i // 1000}" / f"case{i}.json").write_text(f'{{"answer": {i}}}\n')
     return project
 
 
@@ -113,7 +119,7 @@ def cpu_of(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def sessions(rounds: int, baseline: str | None) -> None:
+def sessions(rounds: int, baseline: str | None, gold: int) -> None:
     """The fixed CPU of capevolve's sessions and commands (see the module's docstring)."""
     python, cli = sys.executable, str(Path(sys.executable).parent / "capevolve")
     pytest_run = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
@@ -138,8 +144,8 @@ def sessions(rounds: int, baseline: str | None) -> None:
                 if name != "now":
                     env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
                 envs[name] = env
-                projects[name] = small_project(folder / name)
-                fresh = small_project(folder / f"{name}-fresh")
+                projects[name] = small_project(folder / name, gold)
+                fresh = small_project(folder / f"{name}-fresh", gold)
                 projects[f"{name}-fresh"] = fresh
                 for argv in (  # the run the resumes read, and a warm bytecode cache
                     [*pytest_run, "--capevolve-run", "."],
@@ -212,9 +218,12 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--sessions", action="store_true", help="the fixed CPU of capevolve's sessions")
     parser.add_argument("--baseline", metavar="REV", help="with --sessions: against the package of REV")
+    parser.add_argument(
+        "--gold", type=int, default=0, metavar="N", help="with --sessions: N data files in the project"
+    )
     args = parser.parse_args()
     if args.sessions:
-        sessions(args.rounds, args.baseline)
+        sessions(args.rounds, args.baseline, args.gold)
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
