@@ -58,7 +58,14 @@ def _regex(pattern: str) -> re.Pattern[str]:
 
 
 def is_protected(relative: str, patterns: Iterable[str]) -> bool:
-    return any(_regex(p).match(relative) for p in patterns)
+    return _any_of(tuple(patterns)).match(relative) is not None
+
+
+@functools.lru_cache(maxsize=64)
+def _any_of(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One regex matching what any of ``patterns`` matches (none: nothing): one match per path,
+    not one per pattern (a third of the time over a project's files, at each session's start)."""
+    return re.compile("|".join(f"(?:{_regex(p).pattern})" for p in patterns) or r"(?!)")
 
 
 def protected_digests(root: Path, patterns: tuple[str, ...]) -> dict[str, str]:
