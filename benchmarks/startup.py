@@ -201,6 +201,7 @@ def sessions(rounds: int, baseline: str | None, gold: int) -> None:
     trivial_now = statistics.median(cpu["trivial pytest session", "now"])
     print(
         f"CPU s (user + system, with children), median of {rounds} alternated rounds; 2 val tasks x 2 trials"
+        + (f", {gold} files under data/" if gold else "")
     )
     head = f"{'now':>7} {'/trivial':>8}" + (f" {'baseline':>9} {'now/base':>8}" if baseline else "")
     print(f"{head}  case")
