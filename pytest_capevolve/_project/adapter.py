@@ -25,6 +25,7 @@ import contextlib
 import importlib.machinery
 import importlib.util
 import inspect
+import io
 import math
 import numbers
 import os
@@ -267,6 +268,7 @@ _roots: set[str] = set()  # resolved folders, each ending in os.sep
 _BYTECODE = tuple(importlib.machinery.BYTECODE_SUFFIXES)
 # folders under a project that hold no project code: a VCS, environments, tool caches
 _NOT_PROJECT_CODE = frozenset({".capevolve", ".git", ".hg", ".tox", ".nox", "node_modules"})
+_FD_PATHS = "/proc/self/fd"  # where the kernel names each open file by its resolved path (Linux)
 
 
 def under_a_root(filename: str) -> bool:
@@ -274,14 +276,30 @@ def under_a_root(filename: str) -> bool:
     return any(resolved.startswith(root) for root in _roots)
 
 
+def _read_outside_roots(filename: str) -> bytes:
+    """The bytes of ``filename``, checked by the path the kernel resolved when it opened the file
+    (the very file read; one readlink, where ``realpath`` costs a lstat per folder: 50 µs for each
+    of the ~300 modules a session imports)."""
+    with io.open_code(str(filename)) as file:
+        resolved = os.readlink(f"{_FD_PATHS}/{file.fileno()}")
+        if any(resolved.startswith(root) for root in _roots):
+            raise OSError("a project file's bytecode is never read")  # the loader compiles the source
+        return file.read()
+
+
 def _wrap_source_loader() -> None:
     loader = importlib.machinery.SourceFileLoader
     if getattr(loader, "_capevolve_source_only", False):
         return
     read, write = loader.get_data, loader.set_data
+    by_descriptor = os.path.isdir(_FD_PATHS)
 
     def get_data(self: Any, path: str) -> bytes:
-        if path.endswith(_BYTECODE) and under_a_root(path):
+        if not path.endswith(_BYTECODE):
+            return read(self, path)
+        if by_descriptor:
+            return _read_outside_roots(path)
+        if under_a_root(path):
             raise OSError("a project file's bytecode is never read")  # the loader compiles the source
         return read(self, path)
 

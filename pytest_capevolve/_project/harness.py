@@ -35,6 +35,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._confine.landlock import real_paths
 from . import startup_hooks
 from .candidate import CandidateError, compare_digests, file_digests
 from .microcase import MICROCASES_DIR
@@ -76,17 +77,26 @@ def fingerprint(
     """sha256 of every harness file by its path relative to ``project_dir``, less the candidate
     folders in ``exclude``; ``extra_files`` that are missing are skipped (the spec reports them)."""
     project_dir = project_dir.resolve()
-    skip = [p.resolve() for p in exclude]
     adapter_file = (project_dir / adapter_ref.partition(":")[0]).resolve()
-    files: set[Path] = set(_import_closure(adapter_file, project_dir))
-    files.update(Path(path) for path in _walk(project_dir) if os.path.basename(path) == "conftest.py")
-    files.update(p.resolve() for p in extra_files if p.is_file())
+    # real paths as strings, in Path's order (part by part): pathlib's resolve, is_relative_to and
+    # relative_to cost 75 µs a file, 1.5 s of each session's start for 20,000 data files
+    files = {os.fspath(p) for p in _import_closure(adapter_file, project_dir)}
+    files.update(path for path in _walk(project_dir) if os.path.basename(path) == "conftest.py")
+    files.update(real_paths(p for p in extra_files if os.path.isfile(p)))
+    skip = [os.fspath(p.resolve()) for p in exclude]
+    inside = tuple(_folder_prefix(folder) for folder in skip)
+    root = _folder_prefix(os.fspath(project_dir))
     digests = {}
-    for path in sorted(files):
-        if any(path.is_relative_to(s) for s in skip) or not path.is_relative_to(project_dir):
-            continue
-        digests[path.relative_to(project_dir).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+    for path in sorted(files, key=lambda path: path.split("/")):
+        if path.startswith(root) and not path.startswith(inside) and path not in skip:
+            with open(path, "rb") as file:
+                digests[path[len(root) :]] = hashlib.sha256(file.read()).hexdigest()
     return digests
+
+
+def _folder_prefix(folder: str) -> str:
+    """What every path beneath ``folder`` (a real path) starts with, and nothing else does."""
+    return folder.rstrip("/") + "/"
 
 
 def of_project(spec: Spec, tasks: Iterable[Any]) -> dict[str, str]:
@@ -400,7 +410,14 @@ def _regex(pattern: str) -> re.Pattern[str]:
 
 
 def is_protected(relative: str, patterns: Iterable[str]) -> bool:
-    return any(_regex(p).match(relative) for p in patterns)
+    return _any_of(tuple(patterns)).match(relative) is not None
+
+
+@functools.lru_cache(maxsize=64)
+def _any_of(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One regex matching what any of ``patterns`` matches (none: nothing): one match per path,
+    not one per pattern (a third of the time over a project's files, at each session's start)."""
+    return re.compile("|".join(f"(?:{_regex(p).pattern})" for p in patterns) or r"(?!)")
 
 
 def protected_digests(root: Path, patterns: tuple[str, ...]) -> dict[str, str]:

@@ -80,14 +80,20 @@ def pytest_plugins() -> dict[str, str]:
     # an editable checkout) counts once, in any order
     for dist in importlib.metadata.distributions():
         try:
-            points = [ep for ep in dist.entry_points if ep.group == "pytest11"]
+            listing = dist.read_text("entry_points.txt") or ""
+            # dist.entry_points parses this same text: one that never says pytest11 has no such
+            # group, and is not parsed (most of an environment's distributions)
+            parsed = dist.entry_points if "pytest11" in listing else ()
+            points = [ep for ep in parsed if ep.group == "pytest11"]
         except Exception:  # a garbled distribution: pytest could load no plugin from it either
             points = []
+        if not points:
+            continue
+        metadata = dist.metadata  # parsed once (dist.version parses it again)
+        # what names the plugin, not the module's bytes, which depend on each process's
+        # sys.path; editing an installed module is out of a file-level guard's reach
+        named = f"{metadata['Name']} {metadata['Version']}\n{listing}"
         for point in points:
-            # what names the plugin, not the module's bytes, which depend on each process's
-            # sys.path; editing an installed module is out of a file-level guard's reach
-            listing = dist.read_text("entry_points.txt") or ""
-            named = f"{dist.metadata['Name']} {dist.version}\n{listing}"
             seen.setdefault(f"{PLUGIN_PREFIX}{point.name} = {point.value}", set()).add(named)
     return {key: hashlib.sha256("\0".join(sorted(texts)).encode()).hexdigest() for key, texts in seen.items()}
 

@@ -378,7 +378,7 @@ def best_so_far(
 
 
 def _label(event: dict[str, Any]) -> str | None:
-    """A forced or re-gated accept's label, shown wherever its decision is (``_store/decisions/state_tally``)."""
+    """A forced or re-gated accept's label, shown wherever its decision is (``decisions/state_tally``)."""
     return FORCED_LABEL if event.get("against_gate") else label_of(event)
 
 
