@@ -18,7 +18,7 @@ from .._policy import guards
 from .._policy.booking.commit import INDECISIVE, CommitRefused, OptimizerSpend, book
 from .._policy.budget.optimizer_spend import unbooked_usd
 from .._policy.budget.spend import spend_report
-from .._policy.repeats.identity import REPEAT, earlier_with_bytes, repeat_line
+from .._policy.repeats.identity import earlier_with_bytes, repeat_line
 from .._project.candidate import SEED_TAG, CandidateError, content_hash
 from .._project.harness import protected_digests, tampered
 from .._project.spec import Spec
@@ -58,32 +58,6 @@ def booked_reason(verdict: dict[str, Any], booked: str) -> str:
     )
 
 
-def adopted_reason(verdict: dict[str, Any]) -> str:
-    details = verdict.get("details") or {}
-    level = f" at {details['earlier_level']}" if details.get("earlier_level") else ""
-    return (
-        f"never paid for: byte-identical to {details.get('repeats')!r}, accepted{level} in an earlier "
-        "run against the same bytes as this run's best: adopted, not gated again"
-    )
-
-
-def _adopted(
-    spec: Spec, rundir: RunDir, cid: str, verdict: dict[str, Any], note: str, spend: OptimizerSpend
-) -> bool:
-    """Book an earlier run's accept of these bytes as ``commit --decision accept`` would
-    (:func:`.commit.adoption`): booked as a repeat, it left a new run's best at the seed, and a
-    deterministic optimizer proposed the same bytes for ever. False where the adoption is refused
-    (another gate question, parent or harness): the repeat is booked as before."""
-    details = verdict.get("details") or {}
-    if verdict.get("decision") != REPEAT or details.get("earlier_decision") != "accept":
-        return False
-    try:
-        book(spec, rundir, cid, "accept", note=note, optimizer=spend)
-    except CommitRefused:
-        return False
-    return True
-
-
 # what the optimizer reported, logged when its proposal is complete and booked from the log
 PROPOSAL_SPEND = ("cost_usd", "tokens", "seconds")
 
@@ -101,8 +75,6 @@ def book_iteration(spec: Spec, rundir: RunDir, cid: str, meta: dict[str, Any], f
     spend = OptimizerSpend(get("cost_usd", 0.0), get("tokens", 0), get("seconds", 0.0))
     note = f"{head}: {booked_reason(verdict, booked)}"
     try:
-        if _adopted(spec, rundir, cid, verdict, f"{head}: {adopted_reason(verdict)}", spend):
-            return
         book(spec, rundir, cid, booked, basis=basis, note=note, optimizer=spend)
     except CommitRefused:
         if not any(d["tag"] == cid for d in rundir.decisions()):

@@ -519,9 +519,9 @@ shutil.copyfile(Path("candidates/careful/prompt.md"), Path(sys.argv[1]) / "promp
 
 def test_hill_climb_books_a_repeat_of_accepted_bytes_and_says_so(example, projects, capevolve, capsys):
     """Issue 38, trap 7c: an optimizer's output byte-identical to bytes accepted earlier (here in
-    another run, under another α schedule, so not adopted) is never paid for, and is booked (the loop counts
-    the iteration and its proposer's spend); the ledger's note and the log line say so, where they
-    repeated the gate's "nothing new decided or booked" beside the booking."""
+    another run) is never paid for, and is booked (the loop counts the iteration and its
+    proposer's spend); the ledger's note and the log line say so, where they repeated the gate's
+    "nothing new decided or booked" beside the booking."""
     import sys
 
     from cli_calls import hill_climb
@@ -529,8 +529,6 @@ def test_hill_climb_books_a_repeat_of_accepted_bytes_and_says_so(example, projec
     project = example("toy_calc")
     gated = capevolve(project, "careful", gate=True, extra=["--capevolve-commit", "auto"])
     assert gated.ret == 0, gated.stdout.str()  # careful accepted in the first run
-    # a gate session froze α constant there, hill-climb's new run addis: another question, so
-    # that accept is not adopted (tests/e2e/test_loop_to_the_letter.py adopts one)
     (project / "copier.py").write_text(COPIER)
     optimizer = f"{sys.executable} copier.py {{workdir}}"
     code, summary, err = hill_climb(
