@@ -15,8 +15,9 @@ from .._decide.alpha_budget import as_fraction, counted_look_factor, shown_decis
 from .._decide.basis import Basis
 from .._decide.rounds import gate_round
 from .._decide.verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
+from .._policy.booking.adoption import adoption
 from .._policy.booking.commit import INDECISIVE as BOOKED_INDECISIVE
-from .._policy.booking.commit import CommitRefused, adoption
+from .._policy.booking.commit import CommitRefused
 from .._policy.gate.regate import NULL_PASSES, Passing, counted_looks, first_evidence, passed
 from .._policy.gate.verdicts import Evidence, as_null, gate_config, null_config, null_deltas, verdict_file
 from .._policy.repeats.identity import REPEAT

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import sqlite3
+from fnmatch import fnmatch
 
 import pytest
 
@@ -323,11 +324,11 @@ def test_every_counter_a_decision_reads_is_checked_against_the_log(
         'again", so every view of the new run showed a gate accept'
     ),
     outcome=(
-        "prevented: an adopted accept keeps the label its run gave it (forced, or re-gated under a "
-        "changed harness): `forced: accepted against the gate — in run R, adopted` in every view"
+        "refused in one line, by the session's REPEAT line and by `commit`: only a gate's accept is "
+        "adopted, naming the way on (change the bytes and gate them)"
     ),
 )
-def test_a_forced_accept_adopted_by_a_new_run_stays_forced(example, projects, capevolve, capsys):
+def test_a_forced_accept_is_not_adopted_by_a_new_run(example, projects, capevolve, capsys):
     project = example("toy_calc")
     shutil.copytree(project / "capability", project / "candidates" / "brief")
     with (project / "candidates" / "brief" / "prompt.md").open("a") as handle:
@@ -338,10 +339,38 @@ def test_a_forced_accept_adopted_by_a_new_run_stays_forced(example, projects, ca
         project, "brief", gate=True, extra=["--capevolve-new-run", "--capevolve-commit", "none"]
     )
     assert again.ret == 15, again.stdout.str()[-2000:]  # REPEAT
+    said = "was accepted in run * against its gate (which said 'reject'): only a gate's accept is adopted"
+    again.stdout.fnmatch_lines([f"brief: nothing booked — repeat of 'brief' *; 'brief' {said}; gate a*"])
     capsys.readouterr()
-    assert main(["commit", "brief", "--project", str(project), "--decision", "accept"]) == 0
-    booked = json.loads(capsys.readouterr().out)
-    assert booked["label"].startswith("forced: accepted against the gate"), booked["label"]  # every view's
+    assert main(["commit", "brief", "--project", str(project), "--decision", "accept"]) == 2
+    err = capsys.readouterr().err
+    assert fnmatch(err, f"*{said}; gate a changed version*"), err
+    assert json.loads((projects.run_dir(project) / "state.json").read_text())["best_id"] == "seed"
+
+
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "bytes accepted in one run; a new run whose val only overlaps that one (`split_val` 0.5 → 0.55) "
+        "gated them, `REPEAT`, and `capevolve commit --decision accept` adopted an accept decided on "
+        "other tasks (only a disjoint val was refused)"
+    ),
+    outcome="refused in one line naming the two vals and the way on (gate a changed version)",
+)
+def test_an_accept_on_an_overlapping_val_is_not_adopted(example, projects, capevolve, capsys):
+    project = example("toy_calc")
+    assert capevolve(project, "careful", gate=True).ret == 0  # accepted, booked
+    projects.edit_spec(project, "split_val: 0.5", "split_val: 0.55")
+    projects.edit_spec(project, "split_train: 0.25", "split_train: 0.2")
+    again = capevolve(
+        project, "careful", gate=True, extra=["--capevolve-new-run", "--capevolve-commit", "none"]
+    )
+    assert again.ret == 15, again.stdout.str()[-2000:]  # REPEAT
+    capsys.readouterr()
+    assert main(["commit", "careful", "--project", str(project), "--decision", "accept"]) == 2
+    err = capsys.readouterr().err
+    said = "on another val (run * on a val of 12 tasks sharing * of this run's 13): an accept decided on"
+    assert fnmatch(err, f"*'careful' was accepted in run * {said} other tasks is not adopted; gate a*"), err
 
 
 @pytest.mark.attack(

@@ -9,13 +9,13 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, TypedDict
 
 from ..._engine import confinement
-from ..._project.candidate import CandidateError, bounded, changed_files, content_hash, unified_diff
+from ..._project.candidate import CandidateError, bounded, changed_files, unified_diff
 from ..._project.spec import Spec
 from ..._show.numbers import num
-from ..._store.decisions.state_tally import label_of, short
+from ..._store.decisions.state_tally import short
 from ..._store.log.event_kinds import (
     BEST_CHANGED,
     CANDIDATE_REGISTERED,
@@ -29,9 +29,9 @@ from ..._store.log.event_kinds import (
 )
 from ..._store.rundir import RunDir
 from .. import guards
-from ..alpha.gate_settings import decided_under, settings_of
 from ..budget.optimizer_spend import OptimizerSpend as OptimizerSpend  # checked on construction
-from ..repeats.identity import Earlier, decided_in_project, registered_hashes, remember_booked
+from ..repeats.identity import remember_booked
+from .adoption import Adopted, adoption
 from .commit_checks import DECISIONS as DECISIONS
 from .commit_checks import INDECISIVE as INDECISIVE
 from .commit_checks import REJECT_BASES as REJECT_BASES
@@ -148,68 +148,6 @@ def _label(
         "candidate_code": str(said.get("candidate_code") or "not said: no verdict recorded it"),
         "optimizer": confinement.optimizer(),
     }
-
-
-class Adopted(NamedTuple):
-    label: str  # what every view of this best shows
-    snapshot: Path  # the earlier run's snapshot of the bytes, registered in this run on booking
-
-
-def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Spec) -> Adopted | None:
-    """An earlier run's accept of these bytes against the same bytes as this run's best, or None: the
-    decision stands for the bytes, so booking it moves the best without paying or spending α again."""
-    details = (verdict or {}).get("details") or {}
-    if (verdict or {}).get("decision") != "repeat" or details.get("earlier_decision") != "accept":
-        return None
-    digest = str(details.get("content_hash") or "").removeprefix("sha256:")
-    earlier = next(
-        (e for d, e in decided_in_project(rundir).items() if d.removeprefix("sha256:") == digest), None
-    )
-    if earlier is None or earlier.shared is not None or earlier.fresh or earlier.decision != "accept":
-        return None
-    there = RunDir(rundir.root.parent / earlier.run_id)
-    decided = there.verdicts.verdict(earlier.tag) or {}
-    _same_question(
-        decided, decided_under(rundir, spec), earlier
-    )  # this run's frozen settings, not the spec's
-    if not _same_parent(there, rundir, decided.get("against"), best, spec):
-        return None
-    level = f" at {earlier.level}" if earlier.level else ""
-    label = f"adopted: accepted against the same bytes as {best!r} in run {earlier.run_id}{level}"
-    booked = [label_of(e) for e in there.log.of_kinds(DECISION) if e.get("tag") == earlier.tag]
-    if booked and booked[-1]:  # forced, or re-gated under a changed harness, there: so it stays here
-        label = f"{booked[-1].split(' — ')[0]} — in run {earlier.run_id}, adopted"
-    return Adopted(label + ", not gated again", there.snapshots.snapshot_dir(earlier.tag))
-
-
-def _same_question(decided: dict[str, Any], spec: Spec, earlier: Earlier) -> None:
-    """Refused where the earlier accept answered another question (any gate setting) or harness."""
-    theirs = (decided.get("details") or {}).get("gate_settings") or {}
-    differ = [
-        f"{k} {theirs[k]} (this run: {v})" for k, v in settings_of(spec).items() if theirs.get(k, v) != v
-    ]
-    accepted = f"{earlier.tag!r} was accepted in run {earlier.run_id}"
-    if differ:
-        raise CommitRefused(
-            f"{accepted} under {', '.join(differ)}: that accept answered another question and is not "
-            "adopted; gate a changed version"
-        )
-    if earlier.harness_changes:
-        raise CommitRefused(
-            f"{accepted} under another harness ({', '.join(earlier.harness_changes[:3])}): not adopted; "
-            "gate it again here with --capevolve-harness-changed (its verdicts are labelled)"
-        )
-
-
-def _same_parent(there: RunDir, rundir: RunDir, parent: Any, best: str, spec: Spec) -> bool:
-    """Whether the earlier accept was against the same bytes as this run's best."""
-    theirs, mine = registered_hashes(there).get(str(parent)), registered_hashes(rundir).get(best)
-    if mine is None and best == "seed":  # a new run whose first session met only the repeat
-        try:
-            mine = content_hash(spec.capability_path)
-        except (OSError, CandidateError):
-            return False
-    return parent is not None and theirs is not None and theirs == mine
 
 
 def _standing_decision(rundir: RunDir, tag: str) -> dict[str, Any] | None:

@@ -1,0 +1,105 @@
+"""Adopting bytes an earlier run of the project accepted: ``capevolve commit TAG --decision accept`` on a
+``REPEAT``, and ``capevolve hill-climb`` on its optimizer's repeat, both through :func:`.commit.book`.
+
+A candidate is its bytes, so the gate's accept of them stands in a new run that asks the same question:
+against the same bytes as this run's best, on the same val, under the same gate settings and harness.
+Booked, it moves the best without paying or spending α again; the adopted best's val rollouts are then
+paid once in this run by the next session that needs them (a gate's arm of the best, hill-climb's
+baseline), as the seed's baseline is — never carried from the other run, whose record this run does not
+check. Anything else (a forced accept, a val that only overlaps, a verdict recording no gate settings)
+is refused, naming why and the way on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ..._project.candidate import CandidateError, content_hash
+from ..._project.spec import Spec
+from ..._store.decisions.state_tally import label_of
+from ..._store.files import RunDirError
+from ..._store.log.event_kinds import DECISION
+from ..._store.rundir import RunDir
+from ..alpha.gate_settings import decided_under, settings_of
+from ..repeats.identity import Earlier, decided_in_project, registered_hashes
+from .commit_checks import CommitRefused
+
+WAY_ON = "gate a changed version"
+
+
+class Adopted(NamedTuple):
+    label: str  # what every view of this best shows
+    snapshot: Path  # the earlier run's snapshot of the bytes, registered in this run on booking
+
+
+def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Spec) -> Adopted | None:
+    """The earlier run's accept that a repeat ``verdict`` names, when this run may adopt it; None when the
+    verdict repeats no accept of another run. Raises CommitRefused saying why it may not, and the way on."""
+    details = (verdict or {}).get("details") or {}
+    if (verdict or {}).get("decision") != "repeat" or details.get("earlier_decision") != "accept":
+        return None
+    digest = str(details.get("content_hash") or "").removeprefix("sha256:")
+    earlier = next(
+        (e for d, e in decided_in_project(rundir).items() if d.removeprefix("sha256:") == digest), None
+    )
+    if earlier is None or earlier.shared is not None or earlier.fresh or earlier.decision != "accept":
+        return None
+    there = RunDir(rundir.root.parent / earlier.run_id)
+    accepted = f"{earlier.tag!r} was accepted in run {earlier.run_id}"
+    try:  # the verdict as that run's gate logged it, and the decision booked on it
+        decided = there.verdicts.checked(earlier.tag) or {}
+        booked = [e for e in there.log.of_kinds(DECISION) if e.get("tag") == earlier.tag]
+    except (RunDirError, OSError) as exc:
+        raise CommitRefused(f"{accepted}, but its record there does not check ({exc}); {WAY_ON}") from None
+    # this run's frozen settings, not the spec's
+    _same_question(decided, dict(booked[-1]) if booked else {}, decided_under(rundir, spec), earlier)
+    if not _same_parent(there, rundir, decided.get("against"), best, spec):
+        raise CommitRefused(
+            f"{accepted} against {decided.get('against')!r} there, whose bytes differ from this run's best "
+            f"{best!r}: not adopted; {WAY_ON}"
+        )
+    level = f" at {earlier.level}" if earlier.level else ""
+    label = f"adopted: accepted against the same bytes as {best!r} in run {earlier.run_id}{level}"
+    if booked and (said := label_of(booked[-1])):  # re-gated under a changed harness there: so it stays
+        label = f"{said.split(' — ')[0]} — in run {earlier.run_id}, adopted"
+    return Adopted(label + ", not gated again", there.snapshots.snapshot_dir(earlier.tag))
+
+
+def _same_question(decided: dict[str, Any], booked: dict[str, Any], spec: Spec, earlier: Earlier) -> None:
+    """Refused where the earlier accept was not its gate's, or answered another question (another val, any
+    gate setting, or one its verdict does not record) or harness."""
+    theirs = (decided.get("details") or {}).get("gate_settings")
+    why = ""
+    if booked.get("against_gate") or decided.get("decision") != "accept":
+        why = f"against its gate (which said {decided.get('decision')!r}): only a gate's accept is adopted"
+    elif earlier.val_overlap is not None:
+        why = f"on another val ({earlier.where()}): an accept decided on other tasks is not adopted"
+    elif not isinstance(theirs, dict):
+        why = (
+            "by a verdict that records no gate settings: the question it answered is unknown, so not adopted"
+        )
+    elif differ := [
+        f"{k} {theirs.get(k, 'not recorded')} (this run: {v})"
+        for k, v in settings_of(spec).items()
+        if theirs.get(k, ...) != v
+    ]:
+        why = f"under {', '.join(differ)}: that accept answered another question and is not adopted"
+    if why:
+        raise CommitRefused(f"{earlier.tag!r} was accepted in run {earlier.run_id} {why}; {WAY_ON}")
+    if earlier.harness_changes:
+        raise CommitRefused(
+            f"{earlier.tag!r} was accepted in run {earlier.run_id} under another harness "
+            f"({', '.join(earlier.harness_changes[:3])}): not adopted; gate it again here with "
+            "--capevolve-harness-changed (its verdicts are labelled)"
+        )
+
+
+def _same_parent(there: RunDir, rundir: RunDir, parent: Any, best: str, spec: Spec) -> bool:
+    """Whether the earlier accept was against the same bytes as this run's best."""
+    theirs, mine = registered_hashes(there).get(str(parent)), registered_hashes(rundir).get(best)
+    if mine is None and best == "seed":  # a new run whose first session met only the repeat
+        try:
+            mine = content_hash(spec.capability_path)
+        except (OSError, CandidateError):
+            return False
+    return parent is not None and theirs is not None and theirs == mine
