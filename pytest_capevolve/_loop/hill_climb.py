@@ -26,6 +26,7 @@ from typing import Any
 
 from .._confine.landlock import expected
 from .._confine.launch import OPTIMIZER_ENV, environment
+from .._decide.basis import Basis
 from .._policy import guards
 from .._policy.alpha.gate_settings import constant_run_note, run_loop_schedule
 from .._policy.booking.journal_entry import JOURNAL
@@ -124,10 +125,15 @@ class HillClimb:
             if self.o.new_run
             else "no baseline yet (the best's val rollouts): running a plain evaluation session"
         )
+        return self._pay_baseline(rundir, new_run=self.o.new_run)
+
+    def _pay_baseline(self, rundir: RunDir | None, *, new_run: bool = False) -> RunDir:
+        """A plain evaluation session, which pays the best's missing val rollouts: the seed's in a new
+        run, an adopted best's once it is booked (:mod:`.._policy.booking.adoption`)."""
         log = (
             rundir.hill_climb_dir() if rundir is not None else self.spec.project_dir / ".capevolve"
         ) / "baseline.log"
-        args = self._session_args(rundir) + (["--capevolve-new-run"] if self.o.new_run else [])
+        args = self._session_args(rundir) + (["--capevolve-new-run"] if new_run else [])
         code = run_logged(args, self.spec.project_dir, log)
         if rundir is None:
             try:
@@ -141,6 +147,12 @@ class HillClimb:
                 f"the baseline session exited {code} without the best's val rollouts; see {log}"
             )
         return rundir
+
+    def _paid(self) -> None:
+        """An adopted best, booked unpaid, has no val rollouts in this run: paid once, as a baseline."""
+        if not self._has_baseline(self._rundir):
+            self.o.log(f"the best {self._rundir.state.best()!r} was adopted unpaid: its val rollouts first")
+            self._pay_baseline(self._rundir)
 
     def _has_baseline(self, rundir: RunDir) -> bool:
         return (
@@ -188,7 +200,7 @@ class HillClimb:
         for cid in pending:
             self.o.log(f"resuming {cid}")
             self._iterate(cid)
-        while (stop := stop_reason(self.spec, rundir, self.o, len(self._iterations()))) is None:
+        while (stop := stop_reason(self.spec, rundir, self.o, len(self._iterations()), self._paid)) is None:
             self._iterate(self._next_cid())
         return self._summary(stop)
 
@@ -241,6 +253,7 @@ class HillClimb:
                         f"{cid} was registered before its optimizer finished; inspect {folder}"
                     )
                 shutil.rmtree(workdir)
+            self._paid()
             new_work_copy(self.spec, rundir, cid, meta["parent"])
             self._propose(cid, meta, folder, workdir)
         self._evaluate(cid, meta, folder, workdir)
@@ -330,10 +343,16 @@ class HillClimb:
             args += gate_flags(workdir, cid, no_regression=self.o.no_regression)
             self.o.log(f"{cid}: gate session (parent {meta['parent']})")
             code = run_logged(args, self.spec.project_dir, folder / "gate.log")
-            if rundir.verdicts.verdict(cid) is None:
+            verdict = rundir.verdicts.verdict(cid)
+            if verdict is None:
                 raise LoopIncomplete(
                     f"the gate session of {cid} exited {code} without a verdict (see {folder / 'gate.log'}); "
                     "what it paid is kept: continue with capevolve hill-climb --resume"
+                )
+            if verdict.get("basis") == Basis.REPEAT:  # the session refused it before any rollout
+                said = (verdict.get("details") or {}).get("repeats")
+                self.o.log(
+                    f"{cid}: refused before any rollout, no gate: byte-identical to {said!r} of another run"
                 )
         book_iteration(self.spec, rundir, cid, meta, folder)
 

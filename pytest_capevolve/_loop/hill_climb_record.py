@@ -15,6 +15,7 @@ from typing import Any
 
 from .._decide.basis import Basis
 from .._policy import guards
+from .._policy.booking.adoption import adoption
 from .._policy.booking.commit import INDECISIVE, CommitRefused, OptimizerSpend, book
 from .._policy.budget.optimizer_spend import unbooked_usd
 from .._policy.budget.spend import spend_report
@@ -43,19 +44,39 @@ def booked_decision(verdict: dict[str, Any]) -> tuple[str, str | None]:
     return INDECISIVE, verdict.get("basis")
 
 
-def booked_reason(verdict: dict[str, Any], booked: str) -> str:
+def booked_reason(verdict: dict[str, Any], booked: str, not_adopted: str = "") -> str:
     """The verdict's reason as the iteration's booking says it (a repeat of accepted bytes is
-    booked here, unlike in a gate session)."""
+    booked here, unlike in a gate session): adopted, or why not and the way on."""
     reason = str(verdict.get("reason", "")).strip()
     details = verdict.get("details") or {}
     if verdict.get("basis") != Basis.REPEAT or details.get("earlier_decision") != "accept":
         return reason
     level = f" at {details['earlier_level']}" if details.get("earlier_level") else ""
+    said = f"never paid for: byte-identical to {details.get('repeats')!r} (accepted{level}"
+    if booked == "accept":
+        return (
+            f"{said}) in an earlier run against the same bytes as this run's best: adopted as this run's "
+            "best, labelled, not gated again; its val rollouts are paid once here, before the next iteration"
+        )
+    if not_adopted:  # another run's accept this run may not adopt: why, and the way on
+        return (
+            f"{said}), not adopted: {not_adopted}. Booked {booked} (repeat) so the loop counts it and its "
+            "proposer's spend; the way on: an optimizer that proposes other bytes, or the loop in the run "
+            "that accepted them (--run-id RUN) while it is not finalized"
+        )
     return (
-        f"never paid for: byte-identical to {details.get('repeats')!r} (accepted{level}); that accept "
-        f"stands, and this iteration, which brought nothing new (change the bytes), is booked {booked} "
-        "(repeat) so the loop counts it and its proposer's spend"
+        f"{said}); that accept stands, and this iteration, which brought nothing new (change the bytes), is "
+        f"booked {booked} (repeat) so the loop counts it and its proposer's spend"
     )
+
+
+def adopted_or_why_not(spec: Spec, rundir: RunDir, verdict: dict[str, Any]) -> tuple[bool, str]:
+    """Whether another run's accept of the iteration's bytes is adopted as :func:`.commit.book` adopts it
+    for ``capevolve commit --decision accept`` (:mod:`.._policy.booking.adoption`), else why not."""
+    try:
+        return adoption(rundir, verdict, rundir.state.best(), spec) is not None, ""
+    except CommitRefused as exc:
+        return False, str(exc)
 
 
 # what the optimizer reported, logged when its proposal is complete and booked from the log
@@ -68,12 +89,15 @@ def book_iteration(spec: Spec, rundir: RunDir, cid: str, meta: dict[str, Any], f
     kill cut off after it was written is not booked again."""
     verdict = rundir.verdicts.verdict(cid) or {}
     booked, basis = booked_decision(verdict)
+    adopted, not_adopted = adopted_or_why_not(spec, rundir, verdict)
+    if adopted:  # booked as a repeat, the best stayed behind and a deterministic optimizer repeated it
+        booked, basis = "accept", None
     proposed = proposed_event(rundir, cid).items()  # the optimizer's spend as logged ({} in older runs)
     optimizer = {**read_json(folder / "optimizer.json"), **{k: v for k, v in proposed if k in PROPOSAL_SPEND}}
     head = f"hill-climb iter {meta['iteration']} ({meta['focus_mode']}; optimizer {optimizer['outcome']})"
     get = optimizer.get
     spend = OptimizerSpend(get("cost_usd", 0.0), get("tokens", 0), get("seconds", 0.0))
-    note = f"{head}: {booked_reason(verdict, booked)}"
+    note = f"{head}: {booked_reason(verdict, booked, not_adopted)}"
     try:
         book(spec, rundir, cid, booked, basis=basis, note=note, optimizer=spend)
     except CommitRefused:
@@ -121,7 +145,7 @@ def finish(
     folder = rundir.hill_climb_dir(cid)
     meta = dict(read_json(folder / "iteration.json"))
     verdict = rundir.verdicts.verdict(cid) or {}
-    reason = booked_reason(verdict, str(entry["decision"]))
+    reason = str(entry.get("note") or "").partition(": ")[2] or booked_reason(verdict, str(entry["decision"]))
     message = outcome_message(meta, cid, entry, reason)
     snapshot = rundir.snapshots.snapshot_dir(cid)
     files = snapshot if snapshot.is_dir() else rundir.work_dir(cid)

@@ -517,6 +517,59 @@ shutil.copyfile(Path("candidates/careful/prompt.md"), Path(sys.argv[1]) / "promp
 """
 
 
+STEPPER = """
+import sys
+from pathlib import Path
+RULES = {1: "Multiply carefully.", 2: "Mind the sign.", 3: "Be brief."}
+work = Path(sys.argv[1])  # cand_000N gets rule N onto its parent: the same proposal in every run
+rule = RULES.get(int(work.name.rsplit("_", 1)[1]))
+if rule:
+    (work / "prompt.md").write_text((work / "prompt.md").read_text() + rule + "\\n")
+"""
+
+
+def test_hill_climb_in_a_new_run_adopts_the_last_runs_accept_then_gates_against_it(example, projects, capsys):
+    """Issue 38: a deterministic optimizer in a ``--new-run`` proposes first what the last run
+    accepted against the same seed; that accept is adopted (labelled, unpaid), the adopted best's
+    val rollouts are paid once, and the next two iterations are gated against it (the reverted
+    adoption refused the next iteration: "tag 'cand_0001' has no val rollouts in run …")."""
+    import sys
+
+    from cli_calls import hill_climb
+
+    project = example("toy_calc")
+    (project / "stepper.py").write_text(STEPPER)
+    optimizer = ["--optimizer", f"{sys.executable} stepper.py {{workdir}}", "--store", "copy"]
+    code, summary, err = hill_climb(capsys, project, *optimizer, "--max-iterations", "1")
+    assert code == 0 and summary["accepted"] == ["cand_0001"], err
+    first = summary["run_id"]
+    code, summary, err = hill_climb(
+        capsys, project, *optimizer, "--new-run", "--max-iterations", "3", "-n", "2"
+    )
+    assert code == 0, err
+    decided = [(r["tag"], r["decision"], r["basis"]) for r in summary["iterations"]]
+    assert decided == [
+        ("cand_0001", "accept", None),
+        ("cand_0002", "reject", "gate"),
+        ("cand_0003", "reject", "gate"),
+    ]
+    assert summary["best"] == "cand_0001" and summary["run_id"] != first
+    assert (
+        "cand_0001: refused before any rollout, no gate: byte-identical to 'cand_0001' of another run" in err
+    )
+    assert err.count("the best 'cand_0001' was adopted unpaid: its val rollouts first") == 1, err
+    rundir = projects.run_dir(project)
+    events = [json.loads(line) for line in (rundir / "events.jsonl").read_text().splitlines()]
+    adopted = next(e for e in events if e["kind"] == "decision")
+    assert adopted["label"].startswith(f"adopted: accepted against the same bytes as 'seed' in run {first}")
+    rollouts = [e for e in events if e["kind"] == "rollout" and e.get("tag") == "cand_0001"]
+    assert rollouts and all(e["seq"] > adopted["seq"] for e in rollouts)  # paid after the adoption
+    assert len(rollouts) == len(json.loads((rundir / "splits.json").read_text())["val"])  # once
+    for tag in ("cand_0002", "cand_0003"):  # real verdicts against the adopted best
+        verdict = json.loads((rundir / "verdicts" / f"{tag}.json").read_text())
+        assert verdict["against"] == "cand_0001" and verdict["n_tasks"] == 12, verdict
+
+
 def test_hill_climb_books_a_repeat_of_accepted_bytes_and_says_so(example, projects, capevolve, capsys):
     """Issue 38, trap 7c: an optimizer's output byte-identical to bytes accepted earlier (here in
     another run) is never paid for, and is booked (the loop counts the iteration and its
@@ -543,9 +596,15 @@ def test_hill_climb_books_a_repeat_of_accepted_bytes_and_says_so(example, projec
     ledger = (rundir / "LEDGER.md").read_text()
     row = next(line for line in ledger.splitlines() if line.startswith("| cand_0001 |"))
     assert "| indecisive | repeat |" in row and "byte-identical to 'careful' (accepted at" in row
-    assert "booked indecisive (repeat)" in row and "nothing new decided or booked" not in row
+    assert "Booked indecisive (repeat)" in row and "nothing new decided or booked" not in row
     line = next(line for line in err.splitlines() if line.startswith("iter 1:"))
-    assert "booked indecisive (repeat)" in line and "nothing new decided or booked" not in line
+    assert "Booked indecisive (repeat)" in line and "nothing new decided or booked" not in line
+    # not adopted: it says why (the gate session froze α constant there, hill-climb's new run
+    # addis: another question) and the way on
+    assert "not adopted: 'careful' was accepted in run " in line
+    assert "under gate_alpha_schedule constant (this run: addis)" in line
+    assert "the way on: an optimizer that proposes other bytes, or the loop in the run" in line
+    assert "cand_0001: refused before any rollout, no gate: byte-identical to 'careful'" in err
 
 
 def test_hill_climb_books_an_in_run_repeat_of_accepted_bytes_and_its_verdict_says_so(
