@@ -61,8 +61,8 @@ def booked_reason(verdict: dict[str, Any], booked: str, not_adopted: str = "") -
     if not_adopted:  # another run's accept this run may not adopt: why, and the way on
         return (
             f"{said}), not adopted: {not_adopted}. Booked {booked} (repeat) so the loop counts it and its "
-            "proposer's spend; the way on: an optimizer that proposes other bytes, or the loop in the run "
-            "that accepted them (--run-id RUN) while it is not finalized"
+            "proposer's spend; an optimizer that proposes the same bytes again wastes the next iteration "
+            "too: take the way on above, or go on in the run that accepted them (--run-id) if not finalized"
         )
     return (
         f"{said}); that accept stands, and this iteration, which brought nothing new (change the bytes), is "

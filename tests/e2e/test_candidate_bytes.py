@@ -603,7 +603,8 @@ def test_hill_climb_books_a_repeat_of_accepted_bytes_and_says_so(example, projec
     # addis: another question) and the way on
     assert "not adopted: 'careful' was accepted in run " in line
     assert "under gate_alpha_schedule constant (this run: addis)" in line
-    assert "the way on: an optimizer that proposes other bytes, or the loop in the run" in line
+    assert "or adopt it in a new run whose spec names gate_alpha_schedule: constant" in line
+    assert "an optimizer that proposes the same bytes again wastes the next iteration too" in line
     assert "cand_0001: refused before any rollout, no gate: byte-identical to 'careful'" in err
 
 

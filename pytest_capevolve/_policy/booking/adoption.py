@@ -78,14 +78,15 @@ def _same_question(decided: dict[str, Any], booked: dict[str, Any], spec: Spec, 
         why = (
             "by a verdict that records no gate settings: the question it answered is unknown, so not adopted"
         )
-    elif differ := [
-        f"{k} {theirs.get(k, 'not recorded')} (this run: {v})"
-        for k, v in settings_of(spec).items()
-        if theirs.get(k, ...) != v
-    ]:
-        why = f"under {', '.join(differ)}: that accept answered another question and is not adopted"
+    elif differ := {k: v for k, v in settings_of(spec).items() if theirs.get(k, ...) != v}:
+        said = ", ".join(f"{k} {theirs.get(k, 'not recorded')} (this run: {v})" for k, v in differ.items())
+        why = f"under {said}: that accept answered another question and is not adopted"
+        if all(k in theirs for k in differ):  # a run asking that question adopts it
+            named = ", ".join(f"{k}: {theirs[k]}" for k in differ)
+            why += f"; {WAY_ON}, or adopt it in a new run whose spec names {named}"
     if why:
-        raise CommitRefused(f"{earlier.tag!r} was accepted in run {earlier.run_id} {why}; {WAY_ON}")
+        way_on = "" if WAY_ON in why else f"; {WAY_ON}"
+        raise CommitRefused(f"{earlier.tag!r} was accepted in run {earlier.run_id} {why}{way_on}")
     if earlier.harness_changes:
         raise CommitRefused(
             f"{earlier.tag!r} was accepted in run {earlier.run_id} under another harness "
