@@ -238,7 +238,7 @@ def repeat_line(spec: Spec, rundir: RunDir, verdict: Verdict) -> str:
     try:
         adopt = adoption(rundir, rundir.verdicts.verdict(verdict.tag), best, spec) and (
             f"; `capevolve commit {verdict.tag} --decision accept` adopts that accept as this "
-            "run's best (labelled, nothing paid)"
+            "run's best (labelled, nothing paid; the next session pays its val rollouts once)"
         )
     except CommitRefused as exc:
         adopt = f"; {exc}"
