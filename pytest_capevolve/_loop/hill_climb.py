@@ -109,10 +109,11 @@ class HillClimb:
             ini = {**ini, "gate_alpha_schedule": run_loop_schedule(rundir)}
         return session_command(self.spec_path, run_id=run_id, workers=self.o.workers, ini=ini)
 
-    def _baseline(self) -> RunDir:
-        """The run, with the best's val rollouts complete; runs a plain evaluation when not."""
-        rundir: RunDir | None = None
-        if not self.o.new_run:
+    def _baseline(self, rundir: RunDir | None = None) -> RunDir:
+        """The run, with the best's val rollouts complete; runs a plain evaluation when not: the seed's
+        baseline, or an adopted best's, booked unpaid (:mod:`.._policy.booking.adoption`)."""
+        new_run = self.o.new_run and rundir is None
+        if rundir is None and not new_run:
             try:
                 rundir = RunDir.resolve(self.spec.project_dir, self.o.run_id, create=False)
             except RunDirError:
@@ -122,14 +123,9 @@ class HillClimb:
             return rundir
         self.o.log(
             "--new-run: a new run, its baseline first"
-            if self.o.new_run
+            if new_run
             else "no baseline yet (the best's val rollouts): running a plain evaluation session"
         )
-        return self._pay_baseline(rundir, new_run=self.o.new_run)
-
-    def _pay_baseline(self, rundir: RunDir | None, *, new_run: bool = False) -> RunDir:
-        """A plain evaluation session, which pays the best's missing val rollouts: the seed's in a new
-        run, an adopted best's once it is booked (:mod:`.._policy.booking.adoption`)."""
         log = (
             rundir.hill_climb_dir() if rundir is not None else self.spec.project_dir / ".capevolve"
         ) / "baseline.log"
@@ -147,12 +143,6 @@ class HillClimb:
                 f"the baseline session exited {code} without the best's val rollouts; see {log}"
             )
         return rundir
-
-    def _paid(self) -> None:
-        """An adopted best, booked unpaid, has no val rollouts in this run: paid once, as a baseline."""
-        if not self._has_baseline(self._rundir):
-            self.o.log(f"the best {self._rundir.state.best()!r} was adopted unpaid: its val rollouts first")
-            self._pay_baseline(self._rundir)
 
     def _has_baseline(self, rundir: RunDir) -> bool:
         return (
@@ -200,7 +190,7 @@ class HillClimb:
         for cid in pending:
             self.o.log(f"resuming {cid}")
             self._iterate(cid)
-        while (stop := stop_reason(self.spec, rundir, self.o, len(self._iterations()), self._paid)) is None:
+        while (stop := stop_reason(self.spec, rundir, self.o, len(self._iterations()))) is None:
             self._iterate(self._next_cid())
         return self._summary(stop)
 
@@ -253,11 +243,11 @@ class HillClimb:
                         f"{cid} was registered before its optimizer finished; inspect {folder}"
                     )
                 shutil.rmtree(workdir)
-            self._paid()
             new_work_copy(self.spec, rundir, cid, meta["parent"])
             self._propose(cid, meta, folder, workdir)
         self._evaluate(cid, meta, folder, workdir)
         self._finish(cid)
+        self._baseline(rundir)  # an adopted best, booked unpaid: its val rollouts, once
 
     def _propose(self, cid: str, meta: dict[str, Any], folder: Path, workdir: Path) -> None:
         """Write the prompt and the handover files, run the optimizer, clean the work copy."""
@@ -350,10 +340,8 @@ class HillClimb:
                     "what it paid is kept: continue with capevolve hill-climb --resume"
                 )
             if verdict.get("basis") == Basis.REPEAT:  # the session refused it before any rollout
-                said = (verdict.get("details") or {}).get("repeats")
-                self.o.log(
-                    f"{cid}: refused before any rollout, no gate: byte-identical to {said!r} of another run"
-                )
+                said = verdict["details"].get("repeats")
+                self.o.log(f"{cid}: no gate, no rollout: byte-identical to {said!r} of another run")
         book_iteration(self.spec, rundir, cid, meta, folder)
 
     def _refused_unpaid(self, cid: str, parent: str, workdir: Path) -> bool:

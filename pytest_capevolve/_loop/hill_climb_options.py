@@ -152,11 +152,9 @@ def instructions_template(options: Options) -> str:
         raise Refusal(f"--instructions-file {options.instructions_file}: {exc}") from None
 
 
-def stop_reason(
-    spec: Spec, rundir: RunDir, options: Options, done: int, baseline: Callable[[], object] = lambda: None
-) -> str | None:
+def stop_reason(spec: Spec, rundir: RunDir, options: Options, done: int) -> str | None:
     """Why the loop stops now, ``done`` iterations in (one line for the log and ``summary.json``),
-    or None to go on; ``baseline`` pays the best's val rollouts before they are read."""
+    or None to go on."""
     if options.max_iterations is not None and done >= options.max_iterations:
         return max_iterations_reason(done, options.max_iterations)
     report = spend_report(spec, rundir, n_siblings=1)
@@ -170,7 +168,6 @@ def stop_reason(
     stall = int(rundir.state.read_state().get("stall", 0))
     if options.convergence and convergence(stall) == "stop":
         return f"convergence: stop (stall {stall}: a long plateau)"
-    baseline()
     rows = diagnose(spec, rundir, rundir.state.best())["tasks"]
     if not focus_tasks(rows, "all", 1):
         return f"nothing fails on val: best {rundir.state.best()!r} passes every val task"

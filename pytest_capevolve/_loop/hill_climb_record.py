@@ -45,38 +45,23 @@ def booked_decision(verdict: dict[str, Any]) -> tuple[str, str | None]:
 
 
 def booked_reason(verdict: dict[str, Any], booked: str, not_adopted: str = "") -> str:
-    """The verdict's reason as the iteration's booking says it (a repeat of accepted bytes is
-    booked here, unlike in a gate session): adopted, or why not and the way on."""
-    reason = str(verdict.get("reason", "")).strip()
+    """The verdict's reason as the iteration's booking says it (a repeat of accepted bytes is booked
+    here, unlike in a gate session): adopted, or why not and the way on."""
     details = verdict.get("details") or {}
     if verdict.get("basis") != Basis.REPEAT or details.get("earlier_decision") != "accept":
-        return reason
+        return str(verdict.get("reason", "")).strip()
     level = f" at {details['earlier_level']}" if details.get("earlier_level") else ""
-    said = f"never paid for: byte-identical to {details.get('repeats')!r} (accepted{level}"
+    said = f"never paid for: byte-identical to {details.get('repeats')!r} (accepted{level})"
     if booked == "accept":
         return (
-            f"{said}) in an earlier run against the same bytes as this run's best: adopted as this run's "
-            "best, labelled, not gated again; its val rollouts are paid once here, before the next iteration"
+            f"{said} in an earlier run against the same bytes as this run's best: adopted as this run's "
+            "best, labelled, not gated again; its val rollouts are paid once here, now"
         )
-    if not_adopted:  # another run's accept this run may not adopt: why, and the way on
-        return (
-            f"{said}), not adopted: {not_adopted}. Booked {booked} (repeat) so the loop counts it and its "
-            "proposer's spend; an optimizer that proposes the same bytes again wastes the next iteration "
-            "too: take the way on above, or go on in the run that accepted them (--run-id) if not finalized"
-        )
+    why = f", not adopted: {not_adopted}. This" if not_adopted else "; that accept stands, and this"
     return (
-        f"{said}); that accept stands, and this iteration, which brought nothing new (change the bytes), is "
-        f"booked {booked} (repeat) so the loop counts it and its proposer's spend"
+        f"{said}{why} iteration, which brought nothing new (change the bytes), is booked {booked} (repeat) "
+        "so the loop counts it and its proposer's spend"
     )
-
-
-def adopted_or_why_not(spec: Spec, rundir: RunDir, verdict: dict[str, Any]) -> tuple[bool, str]:
-    """Whether another run's accept of the iteration's bytes is adopted as :func:`.commit.book` adopts it
-    for ``capevolve commit --decision accept`` (:mod:`.._policy.booking.adoption`), else why not."""
-    try:
-        return adoption(rundir, verdict, rundir.state.best(), spec) is not None, ""
-    except CommitRefused as exc:
-        return False, str(exc)
 
 
 # what the optimizer reported, logged when its proposal is complete and booked from the log
@@ -89,9 +74,12 @@ def book_iteration(spec: Spec, rundir: RunDir, cid: str, meta: dict[str, Any], f
     kill cut off after it was written is not booked again."""
     verdict = rundir.verdicts.verdict(cid) or {}
     booked, basis = booked_decision(verdict)
-    adopted, not_adopted = adopted_or_why_not(spec, rundir, verdict)
-    if adopted:  # booked as a repeat, the best stayed behind and a deterministic optimizer repeated it
-        booked, basis = "accept", None
+    not_adopted = ""
+    try:  # another run's accept, adopted as commit adopts it: booked as a repeat, the best stayed behind
+        if adoption(rundir, verdict, rundir.state.best(), spec) is not None:
+            booked, basis = "accept", None
+    except CommitRefused as exc:
+        not_adopted = str(exc)
     proposed = proposed_event(rundir, cid).items()  # the optimizer's spend as logged ({} in older runs)
     optimizer = {**read_json(folder / "optimizer.json"), **{k: v for k, v in proposed if k in PROPOSAL_SPEND}}
     head = f"hill-climb iter {meta['iteration']} ({meta['focus_mode']}; optimizer {optimizer['outcome']})"

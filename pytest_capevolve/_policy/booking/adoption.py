@@ -1,13 +1,8 @@
-"""Adopting bytes an earlier run of the project accepted: ``capevolve commit TAG --decision accept`` on a
-``REPEAT``, and ``capevolve hill-climb`` on its optimizer's repeat, both through :func:`.commit.book`.
-
-A candidate is its bytes, so the gate's accept of them stands in a new run that asks the same question:
-against the same bytes as this run's best, on the same val, under the same gate settings and harness.
-Booked, it moves the best without paying or spending α again; the adopted best's val rollouts are then
-paid once in this run by the next session that needs them (a gate's arm of the best, hill-climb's
-baseline), as the seed's baseline is — never carried from the other run, whose record this run does not
-check. Anything else (a forced accept, a val that only overlaps, a verdict recording no gate settings)
-is refused, naming why and the way on."""
+"""Adopting bytes an earlier run accepted (``capevolve commit TAG --decision accept`` on a ``REPEAT``,
+``capevolve hill-climb`` on its optimizer's repeat): only its gate's accept, against the same bytes as
+this run's best, on the same val, under the same recorded gate settings and harness. Booked, it moves the
+best unpaid; the next session that needs the best's val rollouts pays them once in this run, as the seed's
+baseline (docs/explanation/a-candidate-is-its-bytes.md says why they are not carried over)."""
 
 from __future__ import annotations
 
@@ -48,51 +43,45 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Sp
     accepted = f"{earlier.tag!r} was accepted in run {earlier.run_id}"
     try:  # the verdict as that run's gate logged it, and the decision booked on it
         decided = there.verdicts.checked(earlier.tag) or {}
-        booked = [e for e in there.log.of_kinds(DECISION) if e.get("tag") == earlier.tag]
+        booked = [dict(e) for e in there.log.of_kinds(DECISION) if e.get("tag") == earlier.tag][-1:] or [{}]
     except (RunDirError, OSError) as exc:
         raise CommitRefused(f"{accepted}, but its record there does not check ({exc}); {WAY_ON}") from None
-    # this run's frozen settings, not the spec's
-    _same_question(decided, dict(booked[-1]) if booked else {}, decided_under(rundir, spec), earlier)
-    if not _same_parent(there, rundir, decided.get("against"), best, spec):
-        raise CommitRefused(
-            f"{accepted} against {decided.get('against')!r} there, whose bytes differ from this run's best "
-            f"{best!r}: not adopted; {WAY_ON}"
-        )
+    against = decided.get("against")
+    why = _another_question(decided, booked[0], decided_under(rundir, spec), earlier)  # as this run froze
+    if not why and not _same_parent(there, rundir, against, best, spec):
+        why = f"against {against!r} there, whose bytes differ from this run's best {best!r}: not adopted"
+    if why:
+        raise CommitRefused(f"{accepted} {why}" + ("" if "; " in why else f"; {WAY_ON}"))
     level = f" at {earlier.level}" if earlier.level else ""
     label = f"adopted: accepted against the same bytes as {best!r} in run {earlier.run_id}{level}"
-    if booked and (said := label_of(booked[-1])):  # re-gated under a changed harness there: so it stays
+    if said := label_of(booked[0]):  # re-gated under a changed harness there: so it stays
         label = f"{said.split(' — ')[0]} — in run {earlier.run_id}, adopted"
     return Adopted(label + ", not gated again", there.snapshots.snapshot_dir(earlier.tag))
 
 
-def _same_question(decided: dict[str, Any], booked: dict[str, Any], spec: Spec, earlier: Earlier) -> None:
-    """Refused where the earlier accept was not its gate's, or answered another question (another val, any
-    gate setting, or one its verdict does not record) or harness."""
+def _another_question(decided: dict[str, Any], booked: dict[str, Any], spec: Spec, earlier: Earlier) -> str:
+    """Why the earlier accept was not its gate's, or answered another question (another val, any gate
+    setting, or one its verdict does not record) or harness; "" when it answered this run's."""
     theirs = (decided.get("details") or {}).get("gate_settings")
-    why = ""
     if booked.get("against_gate") or decided.get("decision") != "accept":
-        why = f"against its gate (which said {decided.get('decision')!r}): only a gate's accept is adopted"
-    elif earlier.val_overlap is not None:
-        why = f"on another val ({earlier.where()}): an accept decided on other tasks is not adopted"
-    elif not isinstance(theirs, dict):
-        why = (
-            "by a verdict that records no gate settings: the question it answered is unknown, so not adopted"
-        )
-    elif differ := {k: v for k, v in settings_of(spec).items() if theirs.get(k, ...) != v}:
+        return f"against its gate (which said {decided.get('decision')!r}): only a gate's accept is adopted"
+    if earlier.val_overlap is not None:
+        return f"on another val ({earlier.where()}): an accept decided on other tasks is not adopted"
+    if not isinstance(theirs, dict):
+        return "by a verdict that records no gate settings: the question it answered is unknown"
+    if differ := {k: v for k, v in settings_of(spec).items() if theirs.get(k, ...) != v}:
         said = ", ".join(f"{k} {theirs.get(k, 'not recorded')} (this run: {v})" for k, v in differ.items())
-        why = f"under {said}: that accept answered another question and is not adopted"
-        if all(k in theirs for k in differ):  # a run asking that question adopts it
-            named = ", ".join(f"{k}: {theirs[k]}" for k in differ)
-            why += f"; {WAY_ON}, or adopt it in a new run whose spec names {named}"
-    if why:
-        way_on = "" if WAY_ON in why else f"; {WAY_ON}"
-        raise CommitRefused(f"{earlier.tag!r} was accepted in run {earlier.run_id} {why}{way_on}")
-    if earlier.harness_changes:
-        raise CommitRefused(
-            f"{earlier.tag!r} was accepted in run {earlier.run_id} under another harness "
-            f"({', '.join(earlier.harness_changes[:3])}): not adopted; gate it again here with "
-            "--capevolve-harness-changed (its verdicts are labelled)"
+        named = ", ".join(f"{k}: {theirs[k]}" for k in differ if k in theirs)
+        there = (
+            f", or adopt it in a new run whose spec names {named}" if differ.keys() <= theirs.keys() else ""
         )
+        return f"under {said}: that accept answered another question and is not adopted; {WAY_ON}{there}"
+    if earlier.harness_changes:
+        return (
+            f"under another harness ({', '.join(earlier.harness_changes[:3])}): not adopted; gate it again "
+            "here with --capevolve-harness-changed (its verdicts are labelled)"
+        )
+    return ""
 
 
 def _same_parent(there: RunDir, rundir: RunDir, parent: Any, best: str, spec: Spec) -> bool:

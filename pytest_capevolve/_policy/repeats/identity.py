@@ -260,9 +260,9 @@ def repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str, harness_a
     return line
 
 
-def _repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str) -> str:
+def _repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str, same: str = "") -> str:
     short = digest.split(":")[-1][:12]
-    same = f"candidate {tag!r} is byte-identical to {earlier.tag!r} (content {short})"
+    same = same or f"candidate {tag!r} is byte-identical to {earlier.tag!r} (content {short})"
     if earlier.tag == best and earlier.decision in (None, "accept") and earlier.shared is None:
         return (
             f"{same}, the best of run {earlier.run_id}: an unchanged copy of the parent, nothing to "
@@ -351,20 +351,7 @@ def same_text_as(rundir: RunDir, tag: str, path: Path, *, best: str) -> Earlier 
 
 def near_repeat_line(tag: str, earlier: Earlier, *, best: str) -> str:
     same = f"candidate {tag!r} differs from {earlier.tag!r} only in line endings or trailing whitespace"
-    if earlier.tag == best and earlier.decision in (None, "accept"):
-        return (
-            f"{same}, the best of run {earlier.run_id}: an unchanged copy of the parent; change what it says"
-        )
-    if earlier.decision == "accept":
-        return (
-            f"repeat of {earlier.tag!r} ({earlier.accepted_at()}) in run {earlier.run_id}: {same}; "
-            "that accept stands — nothing new decided or booked, nothing paid"
-        )
-    return (
-        f"{same}, {earlier.said()} in run {earlier.run_id}: the same text is the same candidate, so "
-        f"that decision stands at its level; change what it says (`capevolve gate {earlier.tag}` "
-        "re-derives it)"
-    )
+    return _repeat_line(tag, "", earlier, best=best, same=same)
 
 
 KIND = "decisions"
