@@ -246,10 +246,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("capevolve_test_reused", "default for --capevolve-test-reused (true|false)", default="")
 
 
-def _ini_defaults(config: pytest.Config) -> dict[str, str]:
-    return {key: str(config.getini(f"capevolve_{key}")) for key in INI_KEYS}
-
-
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     from . import hookspec
 
@@ -330,7 +326,8 @@ def pytest_configure(config: pytest.Config) -> None:
             f"-p {name} loads {where}, a plugin in the project outside the harness lock: hooks a project "
             "runs belong in its conftest.py (locked with the run)"
         )
-    configure(config, target, split=split, ini=_ini_defaults(config))
+    ini = {key: str(config.getini(f"capevolve_{key}")) for key in INI_KEYS}
+    configure(config, target, split=split, ini=ini)
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:

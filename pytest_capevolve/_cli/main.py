@@ -25,10 +25,6 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "agent": ("agent", "pytest"),
 }
 
-# Commands that take no --project: they write a project, read other tools' results, work in the
-# current folder (`agent`) or pass their arguments to pytest.
-NO_PROJECT = ("import-cap-evolve", "init", "skills", "compare", "agent", "pytest")
-
 HELP = (
     "Make and check a project (init, check), measure its seed (baseline), run its loop (work, "
     "commit, hill-climb, agent), read its run dir (spend, measure, dashboard, gate, diff, …) and "

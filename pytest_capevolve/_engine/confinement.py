@@ -34,11 +34,6 @@ def begin(earlier: Iterable[str | None] = ()) -> None:
         _earlier[:] = sorted({label or NOT_SAID for label in earlier})
 
 
-def expected_label() -> str:
-    """What this session's children will say: logged when it starts."""
-    return expected().label
-
-
 def note(label: str | None, count: int = 1) -> None:
     """A rollout whose candidate code ran under ``label`` (None: in the scoring process itself)."""
     with _lock:

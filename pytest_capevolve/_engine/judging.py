@@ -112,15 +112,10 @@ def score_rollout_now(adapter: Any, task: Task, rollout: Rollout, *, seed: int, 
 PREFERENCE_ORDERS = ("AB", "BA")  # A's output shown first, or B's
 
 
-def declares_prefer(adapter: Any) -> bool:
-    """Whether the adapter can judge two outputs against each other (``gate_mode: pairwise``)."""
-    return callable(getattr(adapter, "prefer", None))
-
-
 def require_prefer(adapter: Any, ref: str, gate_mode: str) -> None:
     """Refuse (:class:`AdapterError`) ``gate_mode: pairwise`` for an adapter with no ``prefer()``:
     said by ``capevolve check`` and before a session plans or pays."""
-    if gate_mode == "pairwise" and not declares_prefer(adapter):
+    if gate_mode == "pairwise" and not callable(getattr(adapter, "prefer", None)):
         raise AdapterError(
             f"adapter {ref}: gate_mode pairwise judges two outputs against each other with the "
             "adapter's prefer(task, output_a, output_b, *, seed) -> 'A' | 'B' | 'tie', which it "

@@ -123,10 +123,6 @@ def route_in_place(stream: Any, name: str) -> bool:
     return True
 
 
-def is_routed(stream: Any) -> bool:
-    return isinstance(stream, (RoutedStream, _RoutedWrites))
-
-
 def unroute(stream: Any) -> None:
     cls = type(stream)
     if issubclass(cls, _RoutedWrites):
@@ -184,7 +180,7 @@ class OutputRouting:
         """Route the stream ``owner`` holds at ``attribute``: in place if it can be, else by
         putting a wrapper there (and at ``sys.stdout``/``sys.stderr`` if it is in place now)."""
         held = getattr(owner, attribute, None)
-        if held is None or is_routed(held):
+        if held is None or isinstance(held, (RoutedStream, _RoutedWrites)):
             return
         if route_in_place(held, name):
             self._in_place.append(held)

@@ -146,7 +146,9 @@ class Child:
         if self.pool is None:
             from .inflight import RolloutPool
 
-            self.pool = RolloutPool(self.runner, run=_guarded_run, run_async=_guarded_run_async)
+            self.pool = RolloutPool(
+                self.runner, run=functools.partial(_guarded, run_target_here), run_async=_guarded_run_async
+            )
         _, task_id, sent, folder, seed, split, timeout_s, _, _ = request
         try:
             task = self.task(task_id, sent)
@@ -230,10 +232,6 @@ def _guarded(call: Callable[..., Scored], *args: Any, **kwargs: Any) -> Scored:
         return Scored(rollout=None, infra_error=f"timeout: {exc}")
     except BaseException as exc:
         return Scored(rollout=None, infra_error=f"run_target raised {type(exc).__name__}: {exc}")
-
-
-def _guarded_run(runner: AdapterRunner, task: Task, candidate_dir: Path, **kwargs: Any) -> Scored:
-    return _guarded(run_target_here, runner, task, candidate_dir, **kwargs)
 
 
 async def _guarded_run_async(runner: AdapterRunner, task: Task, candidate_dir: Path, **kwargs: Any) -> Scored:

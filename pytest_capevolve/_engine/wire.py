@@ -153,8 +153,8 @@ class AnswerUnpickler(pickle.Unpickler):
 
 
 class ValueLoader:
-    """:func:`load_answer` for one set of harness modules, made once: the unpickler's class is
-    bound to them, so reading an answer builds no set and runs no Python ``__init__``."""
+    """Answers read as values (:class:`AnswerUnpickler`) for one set of harness modules: the
+    unpickler's class is bound to them, so reading an answer builds no set and runs no Python ``__init__``."""
 
     def __init__(self, harness_modules: Iterable[str]) -> None:
         bound = {"harness": frozenset(harness_modules)}
@@ -183,11 +183,6 @@ class ValueLoader:
         if stream.tell() != len(payload):
             raise WireError("bytes after the answer's last value")
         return values
-
-
-def load_answer(payload: bytes, harness_modules: Iterable[str]) -> Any:
-    """``payload`` as values (see :class:`AnswerUnpickler`); WireError for anything else."""
-    return ValueLoader(harness_modules).load(payload)
 
 
 def plain(value: Any) -> Any:

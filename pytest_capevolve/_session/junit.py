@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .._store.rollouts.record import RECORD_PROPERTY, RolloutRecord, record_from_report
+from .._store.rollouts.record import RECORD_PROPERTY, record_from_report
 from .outcome import SessionEnd
 
 VERDICT_CLASSNAME = "capevolve.verdicts"
@@ -26,10 +26,6 @@ RECORD_FIELDS = {"task": "task_id", "cost": "cost_usd"}
 
 def _blank_none(values: dict[str, object]) -> list[tuple[str, object]]:
     return [(name, "" if value is None else value) for name, value in values.items()]
-
-
-def rollout_properties(record: RolloutRecord) -> list[tuple[str, object]]:
-    return _blank_none({name: getattr(record, RECORD_FIELDS.get(name, name)) for name in ROLLOUT_PROPERTIES})
 
 
 def verdict_properties(verdict: Any, *, null_control: bool) -> list[tuple[str, object]]:
@@ -71,7 +67,10 @@ class JunitReport:
         others = [(name, value) for name, value in report.user_properties if name != RECORD_PROPERTY]
         reused = self.config.stash.get(TEST_REUSED, None) if record.split == "test" else None
         label = [("test_reused", reused)] if reused else []
-        report.user_properties = [*others, *rollout_properties(record), *label]
+        flat = _blank_none(
+            {name: getattr(record, RECORD_FIELDS.get(name, name)) for name in ROLLOUT_PROPERTIES}
+        )
+        report.user_properties = [*others, *flat, *label]
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml writes the file
     def pytest_sessionfinish(self, session: pytest.Session) -> None:

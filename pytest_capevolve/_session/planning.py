@@ -253,7 +253,7 @@ def plan_evaluation(
         ),
         SESSION_STARTED,
         # what its sandbox children will say of their boundary: a later verdict reads it
-        candidate_code=confinement.expected_label(),
+        candidate_code=confinement.expected().label,
         decisions=deciding,
         claimed=claimed,
         block=block,

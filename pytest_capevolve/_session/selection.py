@@ -41,11 +41,6 @@ def named_rollouts(args: Sequence[str], spec_name: str) -> dict[str, str]:
     return named
 
 
-def other_node_ids(args: Sequence[str], spec_name: str) -> list[str]:
-    """Node ids (``path::name``) that name nothing under the spec."""
-    return [str(a) for a in args if "::" in str(a) and Path(str(a).partition("::")[0]).name != spec_name]
-
-
 WORKERINPUT_KEY = "capevolve_selected"
 
 
@@ -100,7 +95,11 @@ def notes(
     if done:
         lines.append(recorded_line(done))
     nameless = {rest: typed for rest, typed in named.items() if rest not in owed and rest not in recorded}
-    nameless.update((other, other) for other in other_node_ids(config.args, spec_name))
+    # node ids (``path::name``) that name nothing under the spec
+    others = [
+        str(a) for a in config.args if "::" in str(a) and Path(str(a).partition("::")[0]).name != spec_name
+    ]
+    nameless.update((other, other) for other in others)
     unknown = list(nameless.values())
     if unknown:  # a FAILED line's id pasted without its candidate: say how to name it
         tag = next(iter(nameless)).rpartition("[")[2].rpartition("-t")[0]  # (a rerun's: its fresh tag)

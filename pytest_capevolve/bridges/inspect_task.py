@@ -135,7 +135,7 @@ class InspectTaskAdapter:
             Task(
                 id=key,
                 input=_text(sample.input),
-                target=_target(sample.target),
+                target=list(sample.target) if isinstance(sample.target, (list, tuple)) else sample.target,
                 metadata=dict(sample.metadata or {}),
             )
             for key, sample in self._samples.items()
@@ -337,10 +337,6 @@ def _text(value: Any) -> Any:
     if isinstance(value, str):
         return value
     return [{"role": m.role, "content": m.text} for m in value]
-
-
-def _target(value: Any) -> Any:
-    return list(value) if isinstance(value, (list, tuple)) else value
 
 
 def _rollout_of(task_id: str, sample: Any, failed: str) -> Rollout:

@@ -22,7 +22,6 @@ from pytest_capevolve._engine.wire import (
     ValueLoader,
     WireError,
     frame,
-    load_answer,
     write_frame,
 )
 
@@ -52,15 +51,15 @@ class Reply:  # stands for a class of the harness's adapter module
 def test_an_answer_that_would_call_or_import_anything_is_refused(hostile) -> None:
     blob = pickle.dumps(Rollout(task_id="t", output=hostile))
     with pytest.raises(WireError):
-        load_answer(blob, harness_modules=())
+        ValueLoader(()).load(blob)
 
 
 def test_values_and_the_harness_modules_classes_come_back_as_they_were() -> None:
     rollout = Rollout(task_id="t", output=Reply("a", ("a", 1)), trace={"s": {1, 2}, "t": (3,)})
-    back = load_answer(pickle.dumps(rollout), harness_modules=[__name__])
+    back = ValueLoader([__name__]).load(pickle.dumps(rollout))
     assert back == rollout and isinstance(back.output.words, tuple)
     with pytest.raises(WireError):  # the same class from a module not named as the harness's
-        load_answer(pickle.dumps(rollout), harness_modules=())
+        ValueLoader(()).load(pickle.dumps(rollout))
 
 
 def test_frames_survive_a_pipe_in_pieces_and_end_of_file_is_none() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_capevolve import exitcodes
-from pytest_capevolve._cli.main import NO_PROJECT, build_parser, main
+from pytest_capevolve._cli.main import build_parser, main
 
 # the arguments each command needs besides its project (nested commands: their full words)
 NEEDS = {
@@ -35,6 +35,9 @@ NEEDS = {
     "eval-task": ["careful", "q01"],
     "mechanism": ["add", "a cause"],
 }
+# Commands that take no --project: they write a project, read other tools' results, work in the
+# current folder (`agent`) or pass their arguments to pytest.
+NO_PROJECT = ("import-cap-evolve", "init", "skills", "compare", "agent", "pytest")
 
 
 def subcommands() -> list[str]:

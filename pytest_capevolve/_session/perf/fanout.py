@@ -135,7 +135,8 @@ class Fanout:
     def owned_from(self, item: pytest.Item, nextitem: pytest.Item | None) -> list[pytest.Item]:
         session = item.session
         if self._worker is None and hasattr(self.config, "workerinput"):
-            self._worker = _xdist_worker(self.config)
+            plugins = self.config.pluginmanager.get_plugins()
+            self._worker = next((p for p in plugins if type(p).__name__ == "WorkerInteractor"), None)
         worker = self._worker
         owned = [item] + ([nextitem] if nextitem is not None else [])
         if worker is None:
@@ -170,12 +171,6 @@ class Fanout:
             self.context.inflight.close()
         if self.context.routing is not None:
             self.context.routing.uninstall()
-
-
-def _xdist_worker(config: pytest.Config) -> Any:
-    return next(
-        (p for p in config.pluginmanager.get_plugins() if type(p).__name__ == "WorkerInteractor"), None
-    )
 
 
 class SendAhead:
