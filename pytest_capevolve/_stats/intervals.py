@@ -42,7 +42,7 @@ def bootstrap_ci(
 ) -> tuple[float, float] | None:
     """Interval of the mean delta: the paired BCa bootstrap up to :data:`ANALYTIC_CI_MIN_TASKS` deltas, the
     normal interval past it. The bootstrap is scipy's (same draws; a property test holds it to
-    :func:`reference_bootstrap_ci`) computed in numpy, with one resampling matrix per (n, seed). None below
+    the tests' scipy reference) computed in numpy, with one resampling matrix per (n, seed). None below
     two deltas; [d, d] when all are equal."""
     deltas = np.asarray(deltas, dtype=float)
     n = deltas.size
@@ -169,32 +169,6 @@ def _resampling_matrix(n: int, n_resamples: int, seed: int) -> np.ndarray:
         matrix[start : start + len(rows)] = rows
     matrix.setflags(write=False)
     return matrix
-
-
-def reference_bootstrap_ci(
-    deltas: np.ndarray, *, confidence: float = 0.95, seed: int = 0, n_resamples: int = 2000
-) -> tuple[float, float] | None:
-    """The BCa interval straight from :func:`scipy.stats.bootstrap` (slow: the tests' reference)."""
-    from scipy import stats as sps
-
-    deltas = np.asarray(deltas, dtype=float)
-    if deltas.size < 2:
-        return None
-    if np.all(deltas == deltas[0]):
-        return (float(deltas[0]), float(deltas[0]))
-    for method in ("BCa", "percentile"):
-        result = sps.bootstrap(
-            (deltas,),
-            np.mean,
-            confidence_level=confidence,
-            n_resamples=n_resamples,
-            method=method,
-            rng=np.random.default_rng(seed),
-        )
-        low, high = result.confidence_interval
-        if not (np.isnan(low) or np.isnan(high)):
-            break
-    return float(low), float(high)
 
 
 @dataclass(frozen=True)
