@@ -77,15 +77,13 @@ def mean_ci_method(n: int) -> str:
     return STUDENT_T if n < T_CI_MAX_TASKS else ci_method(n)
 
 
-def mean_ci(
-    deltas: np.ndarray, *, confidence: float = 0.95, seed: int = 0, n_resamples: int = 2000
-) -> tuple[float, float] | None:
-    """The interval a verdict reports: :func:`t_ci` below :data:`T_CI_MAX_TASKS` deltas,
+def mean_ci(deltas: np.ndarray, *, seed: int = 0) -> tuple[float, float] | None:
+    """The 95 % interval a verdict reports: :func:`t_ci` below :data:`T_CI_MAX_TASKS` deltas,
     :func:`bootstrap_ci` from there. None below two deltas; [d, d] when all are equal."""
     deltas = np.asarray(deltas, dtype=float)
     if mean_ci_method(deltas.size) == STUDENT_T:
-        return t_ci(deltas, confidence=confidence)
-    return bootstrap_ci(deltas, confidence=confidence, seed=seed, n_resamples=n_resamples)
+        return t_ci(deltas)
+    return bootstrap_ci(deltas, seed=seed)
 
 
 def t_ci(deltas: np.ndarray, *, confidence: float = 0.95) -> tuple[float, float] | None:
