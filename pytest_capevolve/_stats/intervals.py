@@ -1,9 +1,9 @@
 """The interval of the mean delta, for reporting (never for deciding): Student's t below
 :data:`T_CI_MAX_TASKS` tasks, the paired BCa bootstrap up to :data:`ANALYTIC_CI_MIN_TASKS`, the normal
-interval past it (:func:`mean_ci` picks, :func:`mean_ci_method` names which), and scipy's own bootstrap as
-the tests' reference. Error across whole runs: replicate blocks, each block's Δ̄ one observation, summarised
-by a t interval with R − 1 df (a paired SE over tasks cannot see a shift moving every task of a run together:
-load, a cache, the time of day)."""
+interval past it (:func:`mean_ci` picks, :func:`mean_ci_method` names which); scipy's own bootstrap, its
+reference, is in tests/unit/test_ci_properties.py. Error across whole runs: replicate blocks, each block's
+Δ̄ one observation, summarised by a t interval with R − 1 df (a paired SE over tasks cannot see a shift
+moving every task of a run together: load, a cache, the time of day)."""
 
 from __future__ import annotations
 
