@@ -7,7 +7,7 @@ regressions, per-task table; goal ≤ 1 s), each also as a ratio against one num
 same matrices measured in the same run (these machines are noisy), and full against decisions.
 ``--from-records`` also times verdicts from rollout records (``Evidence.judge``: each tag's
 records laid out once) against cutting the arms record by record for each candidate
-(``evidence.shared_arms`` → ``reward_matrix``/``infra_count``); it holds ~200 bytes per record.
+(``shared_arms`` → ``reward_matrix``/``infra_count`` of tests/unit/test_evidence_cells.py); it holds ~200 bytes per record.
 ``--graded`` (alone: the binary case is skipped) times the exact tail on graded rewards with mixed
 trial counts — 600 tasks × 10 trials, rewards in quarters, 10 % infra errors, where the integer
 deltas take hundreds of distinct values — against a frozen copy of the old tail (one full-length
@@ -23,8 +23,10 @@ workload makes it do every part of its work, the imputation included.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -32,6 +34,9 @@ from pytest_capevolve import _stats as stats
 from pytest_capevolve._decide import gate
 from pytest_capevolve._policy.gate import verdicts as judging
 from pytest_capevolve._store.readers import evidence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from unit.test_evidence_cells import infra_count, shared_arms  # noqa: E402  the record-by-record reference
 
 
 @dataclass
@@ -118,10 +123,10 @@ def from_records(best: np.ndarray, arms: list[np.ndarray], ids: list[str], verdi
     start = time.perf_counter()
     per_record = []
     for i in range(len(arms)):
-        mine, theirs, shared = evidence.shared_arms(by_tag[f"c{i}"], by_tag["best"], ids, trials)
+        mine, theirs, shared = shared_arms(by_tag[f"c{i}"], by_tag["best"], ids, trials)
         infra = {
-            "candidate": evidence.infra_count(mine, ids, shared),
-            "best": evidence.infra_count(theirs, ids, shared),
+            "candidate": infra_count(mine, ids, shared),
+            "best": infra_count(theirs, ids, shared),
         }
         candidate, best_side = (
             evidence.reward_matrix(mine, ids, shared),

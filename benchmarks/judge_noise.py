@@ -20,12 +20,17 @@ For each mix it prints
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import numpy as np
 from scipy import stats
 
-from pytest_capevolve._stats.judge_noise import arm_within, rescores_pay_more, split
+from pytest_capevolve._stats.judge_noise import arm_within, split
 from pytest_capevolve._stats.sign_flip import sign_flip_test
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from unit.test_judge_noise import rescores_pay_more  # noqa: E402  the advice as r < r*
 
 ALPHA = 0.05
 MIXES = [  # (spread of p_t around 0.5, judge flip probability q)

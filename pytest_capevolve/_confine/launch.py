@@ -27,11 +27,10 @@ def environment(state: Confinement, by: str) -> dict[str, str]:
     return {OPTIMIZER_ENV: json.dumps({**state.as_json(), "label": state.label, "by": by}, sort_keys=True)}
 
 
-def optimizer_label(environ: dict[str, str] | None = None) -> str | None:
+def optimizer_label() -> str | None:
     """The optimizer's label as its starter passed it; None when none did."""
-    env = os.environ if environ is None else environ
     try:
-        fields = json.loads(env.get(OPTIMIZER_ENV, ""))
+        fields = json.loads(os.environ.get(OPTIMIZER_ENV, ""))
     except ValueError:
         return None
     label = fields.get("label") if isinstance(fields, dict) else None

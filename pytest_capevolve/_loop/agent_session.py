@@ -46,9 +46,7 @@ def current_run(spec: Spec) -> RunDir:
 class Broker:
     """Runs what the agent asks, when ``policy`` allows it, with ``env`` (the evaluator's)."""
 
-    def __init__(
-        self, policy: Policy, env: dict[str, str], moved: Callable[[], str | None] = lambda: None
-    ) -> None:
+    def __init__(self, policy: Policy, env: dict[str, str], moved: Callable[[], str | None]) -> None:
         self.policy = policy
         self.env = env
         self.moved = moved  # after each command: a line when the project's current run changed
@@ -118,7 +116,6 @@ def run_agent(
     *,
     policy_for: Callable[[RunDir, tuple[Path, ...]], Policy],
     also_writable: Iterable[Path] = (),
-    log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
 ) -> int:
     """Start ``argv`` inside the boundary, serve its commands, return its exit code.
     ``policy_for(run, writable)`` builds the allowlist for that run and those writable folders."""
@@ -129,9 +126,11 @@ def run_agent(
     try:
         boundary = optimizer_boundary(spec, [work, scratch], also_writable=also_writable)
         state = expected()
-        log(
+        print(
             f"capevolve agent: {argv[0]} runs {state.label}; it writes {work} (the run's work copies) "
-            f"and {scratch} (TMPDIR, removed at the end); capevolve commands go through the broker"
+            f"and {scratch} (TMPDIR, removed at the end); capevolve commands go through the broker",
+            file=sys.stderr,
+            flush=True,
         )
         control, inherited = control_pair()
         agent_env = {k: v for k, v in os.environ.items() if k not in (OPTIMIZER_ENV, CONFINEMENT_ENV)}

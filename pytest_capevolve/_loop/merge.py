@@ -12,7 +12,6 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TypedDict
 
 from .._policy import guards
@@ -80,9 +79,7 @@ class GitMergeFile:
         self.repo = git.Repo.init(self.root)
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.repo.close()
         self._tmp.cleanup()
 

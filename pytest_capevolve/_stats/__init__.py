@@ -27,7 +27,6 @@ from .intervals import (
     detection_z,
     mean_ci,
     mean_ci_method,
-    reference_bootstrap_ci,
     t_ci,
 )
 from .sign_flip import (
@@ -53,6 +52,6 @@ __all__ = [
     "combined_se", "coverage", "exact_mean", "exact_mean_delta", "exact_spread", "exact_task_deltas",
     "exceeds_k_se", "exceeds", "integer_deltas", "integer_deltas_of", "mean_ci", "mean_ci_method",
     "mean_se", "paired_deltas", "paired_means", "paired_sign_flip", "pass_at_k", "pass_hat_k",
-    "reference_bootstrap_ci", "reward_grid", "sign_flip_on_integers", "sign_flip_test", "summarize",
+    "reward_grid", "sign_flip_on_integers", "sign_flip_test", "summarize",
     "t_ci", "task_means", "task_stderrs", "variance_components",
 ]  # fmt: skip

@@ -65,9 +65,9 @@ def cluster_sign_flip_test(
 
 
 def cluster_mean_ci(
-    deltas: np.ndarray, clusters: Sequence[str], *, confidence: float = 0.95
+    deltas: np.ndarray, clusters: Sequence[str]
 ) -> tuple[float | None, tuple[float, float] | None]:
-    """The cluster-robust SE of the mean delta and its t interval on G − 1 df; (None, None) below two."""
+    """The cluster-robust SE of the mean delta and its 95 % t interval on G − 1 df; (None, None) below two."""
     deltas = np.asarray(deltas, dtype=float)
     codes, groups = _codes(clusters, np.ones(len(clusters), dtype=bool))
     if groups < 2 or deltas.size == 0:
@@ -78,5 +78,5 @@ def cluster_mean_ci(
     se = math.sqrt(groups / (groups - 1) * float(np.sum(residual**2))) / deltas.size
     from scipy.special import stdtrit
 
-    q = float(stdtrit(groups - 1, 0.5 + confidence / 2))
+    q = float(stdtrit(groups - 1, 0.975))
     return se, (mean - q * se, mean + q * se)

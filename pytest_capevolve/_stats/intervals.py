@@ -1,9 +1,9 @@
 """The interval of the mean delta, for reporting (never for deciding): Student's t below
 :data:`T_CI_MAX_TASKS` tasks, the paired BCa bootstrap up to :data:`ANALYTIC_CI_MIN_TASKS`, the normal
-interval past it (:func:`mean_ci` picks, :func:`mean_ci_method` names which), and scipy's own bootstrap as
-the tests' reference. Error across whole runs: replicate blocks, each block's Δ̄ one observation, summarised
-by a t interval with R − 1 df (a paired SE over tasks cannot see a shift moving every task of a run together:
-load, a cache, the time of day)."""
+interval past it (:func:`mean_ci` picks, :func:`mean_ci_method` names which); scipy's own bootstrap, its
+reference, is in tests/unit/test_ci_properties.py. Error across whole runs: replicate blocks, each block's
+Δ̄ one observation, summarised by a t interval with R − 1 df (a paired SE over tasks cannot see a shift
+moving every task of a run together: load, a cache, the time of day)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def bootstrap_ci(
 ) -> tuple[float, float] | None:
     """Interval of the mean delta: the paired BCa bootstrap up to :data:`ANALYTIC_CI_MIN_TASKS` deltas, the
     normal interval past it. The bootstrap is scipy's (same draws; a property test holds it to
-    :func:`reference_bootstrap_ci`) computed in numpy, with one resampling matrix per (n, seed). None below
+    the tests' scipy reference) computed in numpy, with one resampling matrix per (n, seed). None below
     two deltas; [d, d] when all are equal."""
     deltas = np.asarray(deltas, dtype=float)
     n = deltas.size
@@ -77,15 +77,13 @@ def mean_ci_method(n: int) -> str:
     return STUDENT_T if n < T_CI_MAX_TASKS else ci_method(n)
 
 
-def mean_ci(
-    deltas: np.ndarray, *, confidence: float = 0.95, seed: int = 0, n_resamples: int = 2000
-) -> tuple[float, float] | None:
-    """The interval a verdict reports: :func:`t_ci` below :data:`T_CI_MAX_TASKS` deltas,
+def mean_ci(deltas: np.ndarray, *, seed: int = 0) -> tuple[float, float] | None:
+    """The 95 % interval a verdict reports: :func:`t_ci` below :data:`T_CI_MAX_TASKS` deltas,
     :func:`bootstrap_ci` from there. None below two deltas; [d, d] when all are equal."""
     deltas = np.asarray(deltas, dtype=float)
     if mean_ci_method(deltas.size) == STUDENT_T:
-        return t_ci(deltas, confidence=confidence)
-    return bootstrap_ci(deltas, confidence=confidence, seed=seed, n_resamples=n_resamples)
+        return t_ci(deltas)
+    return bootstrap_ci(deltas, seed=seed)
 
 
 def t_ci(deltas: np.ndarray, *, confidence: float = 0.95) -> tuple[float, float] | None:
@@ -169,32 +167,6 @@ def _resampling_matrix(n: int, n_resamples: int, seed: int) -> np.ndarray:
         matrix[start : start + len(rows)] = rows
     matrix.setflags(write=False)
     return matrix
-
-
-def reference_bootstrap_ci(
-    deltas: np.ndarray, *, confidence: float = 0.95, seed: int = 0, n_resamples: int = 2000
-) -> tuple[float, float] | None:
-    """The BCa interval straight from :func:`scipy.stats.bootstrap` (slow: the tests' reference)."""
-    from scipy import stats as sps
-
-    deltas = np.asarray(deltas, dtype=float)
-    if deltas.size < 2:
-        return None
-    if np.all(deltas == deltas[0]):
-        return (float(deltas[0]), float(deltas[0]))
-    for method in ("BCa", "percentile"):
-        result = sps.bootstrap(
-            (deltas,),
-            np.mean,
-            confidence_level=confidence,
-            n_resamples=n_resamples,
-            method=method,
-            rng=np.random.default_rng(seed),
-        )
-        low, high = result.confidence_interval
-        if not (np.isnan(low) or np.isnan(high)):
-            break
-    return float(low), float(high)
 
 
 @dataclass(frozen=True)

@@ -74,13 +74,6 @@ def split(
     )
 
 
-def rescores_pay_more(result: JudgeSplit, cost_ratio: float | None = None) -> bool:
-    """Whether one more re-score removes more variance per unit spent than one more trial (r < r*).
-    ``cost_ratio`` ρ: an agent run in judge calls; None assumes ρ = r."""
-    best = best_rescores(result.within_judge, result.within_total, result.rescores, cost_ratio)
-    return best is not None and result.rescores < best
-
-
 def best_rescores(
     within_judge: float, within_total: float, rescores: int, cost_ratio: float | None = None
 ) -> float | None:

@@ -52,7 +52,7 @@ def futility_path(deltas: np.ndarray, min_effect: float) -> np.ndarray:
     return e_path(min_effect - np.asarray(deltas, dtype=float))
 
 
-EFFICACY, FUTILITY, EXHAUSTED, UNDECIDED = "efficacy", "futility", "exhausted", "undecided"
+EFFICACY, FUTILITY, UNDECIDED = "efficacy", "futility", "undecided"
 
 
 @dataclass(frozen=True)
@@ -60,8 +60,7 @@ class SequentialState:
     tasks: int
     efficacy: float  # current E value against "no better"
     futility: float  # current E value against "at least min_effect better"
-    stopped: str  # efficacy / futility (crossed), or undecided (still running)
-    stopped_at: int | None  # tasks seen when it crossed
+    stopped: str  # efficacy / futility (crossed, after ``tasks``), or undecided (still running)
 
 
 def run(
@@ -70,13 +69,11 @@ def run(
     """The deltas in order up to the first crossing: efficacy ≥ 1/α_e accepts, futility ≥ 1/α_f rejects."""
     deltas = np.asarray(deltas, dtype=float)
     if deltas.size == 0:
-        return SequentialState(0, 1.0, 1.0, UNDECIDED, None)
+        return SequentialState(0, 1.0, 1.0, UNDECIDED)
     eff, fut = efficacy_path(deltas), futility_path(deltas, min_effect)
     [code], [used] = _first(eff >= 1.0 / alpha_efficacy, fut >= 1.0 / alpha_futility)
     kind, at = {1: EFFICACY, -1: FUTILITY, 0: UNDECIDED}[int(code)], int(used)
-    return SequentialState(
-        at, float(eff[at - 1]), float(fut[at - 1]), kind, None if kind == UNDECIDED else at
-    )
+    return SequentialState(at, float(eff[at - 1]), float(fut[at - 1]), kind)
 
 
 def first_crossings(

@@ -26,6 +26,24 @@ class Record:
         return self.infra_error is None and self.reward is not None
 
 
+def in_plan(arm, task_ids, num_trials):
+    wanted = set(task_ids)
+    return [r for (task_id, k), r in arm.items() if task_id in wanted and k < num_trials]
+
+
+def infra_count(arm, task_ids, num_trials):
+    """The reference the layout is checked against (and benchmarks/gate_speed.py times)."""
+    return sum(1 for r in in_plan(arm, task_ids, num_trials) if r.infra_error is not None)
+
+
+def shared_arms(a, b, task_ids, num_trials):
+    """The two arms cut to the cells both have (a paired comparison reads the same seeds), and trials."""
+    wanted = set(task_ids)
+    cells = {c for c in a.keys() & b.keys() if c[0] in wanted and c[1] < num_trials}
+    trials = max((k for _, k in cells), default=-1) + 1
+    return {c: a[c] for c in cells}, {c: b[c] for c in cells}, trials
+
+
 # a cell: no record, a reward, an infra error (with or without a stale reward)
 CELL = st.one_of(
     st.none(),
@@ -57,14 +75,14 @@ def runs(draw):
 @given(runs())
 def test_shared_matrices_equal_cutting_the_arms_record_by_record(run):
     by_tag, task_ids, num_trials = run
-    mine, theirs, trials = evidence.shared_arms(by_tag["cand"], by_tag["best"], task_ids, num_trials)
+    mine, theirs, trials = shared_arms(by_tag["cand"], by_tag["best"], task_ids, num_trials)
     trials = trials or num_trials
     expected = (
         evidence.reward_matrix(mine, task_ids, trials),
         evidence.reward_matrix(theirs, task_ids, trials),
         trials,
-        evidence.infra_count(mine, task_ids, trials),
-        evidence.infra_count(theirs, task_ids, trials),
+        infra_count(mine, task_ids, trials),
+        infra_count(theirs, task_ids, trials),
     )
     found = evidence.shared_matrices(
         evidence.cells(by_tag["cand"], task_ids, num_trials),
@@ -98,7 +116,7 @@ def test_judge_reads_each_tag_once_and_decides_as_before():
     assert set(ev._cells) == {"best", "c0", "c1", "c2"}
     assert [v.decision for v in verdicts] == ["reject", "accept", "accept"]
     for tag, verdict in zip(("c0", "c1", "c2"), verdicts, strict=True):
-        mine, theirs, trials = evidence.shared_arms(by_tag[tag], by_tag["best"], ids, 3)
+        mine, theirs, trials = shared_arms(by_tag[tag], by_tag["best"], ids, 3)
         expected = gate.decide(
             evidence.reward_matrix(mine, ids, trials),
             evidence.reward_matrix(theirs, ids, trials),
@@ -107,8 +125,8 @@ def test_judge_reads_each_tag_once_and_decides_as_before():
             task_ids=ids,
             config=config,
             infra_errors={
-                "candidate": evidence.infra_count(mine, ids, trials),
-                "best": evidence.infra_count(theirs, ids, trials),
+                "candidate": infra_count(mine, ids, trials),
+                "best": infra_count(theirs, ids, trials),
             },
         )
         assert verdict.to_dict() == expected.to_dict()

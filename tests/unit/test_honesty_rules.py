@@ -19,6 +19,7 @@ from pytest_capevolve import _stats as stats
 from pytest_capevolve._decide import gate
 from pytest_capevolve._policy.gate import verdicts as judging
 from pytest_capevolve._store.readers import evidence
+from unit.test_evidence_cells import infra_count
 
 ACCEPT, REJECT, INDECISIVE = gate.ACCEPT, gate.REJECT, gate.INDECISIVE
 EXACT = gate.GateConfig()  # the default gate: exact sign-flip test, α = 0.05, min_coverage 0.8
@@ -210,7 +211,7 @@ def test_an_infra_error_is_missing_data_never_a_zero(val_rollout):
     }
     matrix = evidence.reward_matrix(records, ["t0", "t1"], 2)
     assert matrix[0, 0] == 1.0 and np.isnan(matrix[0, 1]) and np.isnan(matrix[1]).all()
-    assert evidence.infra_count(records, ["t0", "t1"], 2) == 2
+    assert infra_count(records, ["t0", "t1"], 2) == 2
     assert stats.task_means(matrix)[0] == 1.0  # mean over valid trials only
     assert np.isnan(stats.task_means(matrix)[1]) and stats.coverage(matrix) == 0.5
 

@@ -14,10 +14,17 @@ from pytest_capevolve._cli.main import main
 from pytest_capevolve._engine import judging
 from pytest_capevolve._engine.runner import AdapterRunner, run_and_score
 from pytest_capevolve._project.adapter import AdapterError, Rollout, Score, Task
-from pytest_capevolve._stats.judge_noise import arm_within, rescores_pay_more, split
+from pytest_capevolve._stats.judge_noise import JudgeSplit, arm_within, best_rescores, split
 from pytest_capevolve._store.rollouts.record import RolloutRecord
 
 TASK = Task(id="q", input="2 + 2", target=4)
+
+
+def rescores_pay_more(result: JudgeSplit, cost_ratio: float | None = None) -> bool:
+    """Whether one more re-score removes more variance per unit spent than one more trial (r < r*).
+    ``cost_ratio`` ρ: an agent run in judge calls; None assumes ρ = r (also benchmarks/judge_noise.py's)."""
+    best = best_rescores(result.within_judge, result.within_total, result.rescores, cost_ratio)
+    return best is not None and result.rescores < best
 
 
 class Agent:

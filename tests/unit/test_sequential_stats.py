@@ -210,7 +210,7 @@ def test_mde_is_the_normal_approximation_scipy_stats_gives() -> None:
 
 
 def _crossed(kind: str) -> seqgate.SequentialDecision:
-    state = seq.SequentialState(tasks=6, efficacy=300.0, futility=0.5, stopped=kind, stopped_at=6)
+    state = seq.SequentialState(tasks=6, efficacy=300.0, futility=0.5, stopped=kind)
     return seqgate.SequentialDecision(state, seqgate.split(0.05), 0.05, total_tasks=40)
 
 

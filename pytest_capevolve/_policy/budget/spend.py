@@ -53,7 +53,6 @@ def spend_report(
     *,
     n_siblings: int = 1,
     nulls: int = DEFAULT_NULLS,
-    now: float | None = None,
     loop: bool = False,
 ) -> dict[str, Any]:
     """The ``capevolve spend`` object (docs/how-to/run-the-loop.md lists its keys). ``loop``: the run is
@@ -71,7 +70,7 @@ def spend_report(
     per_decision = optimizer["optimizer_usd"] / len(decisions) if decisions else None
     # a hill-climb round's proposer already paid, its decision still to come: spent all the same
     optimizer["optimizer_usd"] += unbooked_usd(rundir)
-    spent = _spent_json(state, events, len(decisions), optimizer, now)
+    spent = _spent_json(state, events, len(decisions), optimizer)
     rollouts, runner_usd = int(state["spent"]["metric_calls"]), float(state["spent"]["usd"])
     iterations, stall = int(state.get("iterations", 0)), int(state.get("stall", 0))
 
@@ -171,7 +170,6 @@ def _spent_json(
     events: list[dict[str, Any]],
     decisions: int,
     optimizer: dict[str, float],
-    now: float | None,
 ) -> dict[str, Any]:
     by_split = Counter(str(e.get("split")) for e in events if e.get("kind") == ROLLOUT)
     task_evals = [e for e in events if e.get("kind") == TASK_EVAL]  # capevolve eval-task: never evidence
@@ -179,8 +177,7 @@ def _spent_json(
     runner_usd = float(state["spent"]["usd"])
     total_usd = runner_usd + optimizer["optimizer_usd"]
     first_ts = next((float(e["ts"]) for e in events if "ts" in e), None)
-    clock = time.time() if now is None else now
-    wall = None if first_ts is None else max(0.0, clock - first_ts)
+    wall = None if first_ts is None else max(0.0, time.time() - first_ts)
     return {
         "rollouts": rollouts,
         "rollouts_by_split": dict(by_split),

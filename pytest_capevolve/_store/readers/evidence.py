@@ -52,23 +52,6 @@ def reward_matrix(arm: Arm, task_ids: Sequence[str], num_trials: int) -> np.ndar
     return matrix
 
 
-def in_plan(arm: Arm, task_ids: Sequence[str], num_trials: int) -> list[RolloutRecord]:
-    wanted = set(task_ids)
-    return [r for (task_id, k), r in arm.items() if task_id in wanted and k < num_trials]
-
-
-def infra_count(arm: Arm, task_ids: Sequence[str], num_trials: int) -> int:
-    return sum(1 for r in in_plan(arm, task_ids, num_trials) if r.infra_error is not None)
-
-
-def shared_arms(a: Arm, b: Arm, task_ids: Sequence[str], num_trials: int) -> tuple[Arm, Arm, int]:
-    """The two arms cut to the cells both have (a paired comparison reads the same seeds), and trials."""
-    wanted = set(task_ids)
-    cells = {c for c in a.keys() & b.keys() if c[0] in wanted and c[1] < num_trials}
-    trials = max((k for _, k in cells), default=-1) + 1
-    return {c: a[c] for c in cells}, {c: b[c] for c in cells}, trials
-
-
 @dataclass(frozen=True)
 class Cells:
     """One arm's records as task × trial arrays; ``rows`` maps each planned task id to its row. Built
@@ -103,7 +86,8 @@ def cells(arm: Arm, task_ids: Sequence[str], num_trials: int) -> Cells:
 
 
 def shared_matrices(a: Cells, b: Cells, num_trials: int) -> tuple[np.ndarray, np.ndarray, int, int, int]:
-    """:func:`shared_arms` then each side's reward matrix and infra count."""
+    """The two arms cut to the cells both have (a paired comparison reads the same seeds), then each
+    side's reward matrix and infra count, and the trials."""
     shared = a.present & b.present
     used = np.flatnonzero(shared.any(axis=0))
     width = int(used[-1]) + 1 if used.size else num_trials
