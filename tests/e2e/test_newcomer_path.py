@@ -2,7 +2,8 @@
 order (tests/docs_commands.py): ``init`` → ``check`` → ``baseline`` → gate → ``commit`` →
 ``hill-climb`` → a look at ``measure`` (which must not spend the test score) → finalize →
 ``measure``; then a new run, where the accepted candidate comes back as ``REPEAT`` and the
-command that line names adopts it (issue 38: no refusal without a way on that works).
+command that line names adopts it (issue 38: no refusal without a way on that works), and the
+report labels it as booked, α and all (traps 1 and 3).
 
 Each command must exit as written and print the lines under it (``…`` matches anything), so a
 dead end anywhere on the path (an exit the next step cannot get past, a line naming a command
@@ -85,3 +86,8 @@ def test_the_newcomers_path_and_a_repeat_in_a_new_run_have_no_dead_end(tmp_path:
     adopted = next(e for e in events if e["kind"] == "decision")  # the new run's first decision
     assert (adopted["tag"], adopted["decision"]) == ("convert-units", "accept"), adopted
     assert not any(e["kind"] == "rollout" for e in events[: events.index(adopted)])  # nothing paid
+    report = (runs[1] / "report.md").read_text()
+    lineage = next(line for line in report.splitlines() if line.startswith("1. `seed` → `convert-units`: "))
+    assert "adopted: accepted against the same bytes as 'seed' in run " in lineage, lineage
+    assert "at α = 0.05" in lineage and "Α" not in report + (runs[1] / "dashboard.html").read_text()
+    assert "nothing new decided or booked" not in lineage  # it was booked: the ledger's row says so
