@@ -395,8 +395,7 @@ def render_table(report: dict[str, Any]) -> list[str]:
         lines.append(f"stop condition {amb['clause']!r}: AMBIGUOUS — {amb['reason']}")
     v = report["val_reuse"]
     lines.append(
-        f"val reuse ({v['schedule']}): {v['decisions']} gate decision(s) on val so far; the next gets "
-        f"α = {v['next_alpha']:.3g}; MDE at that α with {v['val_tasks']} tasks: {num(v['mde'], '+.3f')} "
+        f"{val_budget.decisions_said(v)}; MDE at that α with {v['val_tasks']} tasks: {num(v['mde'], '+.3f')} "
         f"(target {v['target_effect']:+g})"
     )
     lines += [
