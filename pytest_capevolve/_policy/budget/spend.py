@@ -10,12 +10,14 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from itertools import combinations
+from pathlib import Path
 from typing import Any
 
 from ... import _stats as stats
 from ..._decide.screen import ledger as screen_ledger
 from ..._project.candidate import SEED_TAG
 from ..._project.spec import Spec
+from ..._project.way_on import pasteable
 from ..._show.numbers import num
 from ..._store.log.event_kinds import DECISION, ROLLOUT, SCREEN, TASK_EVAL, WORK_CREATED
 from ..._store.readers.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
@@ -119,7 +121,7 @@ def spend_report(
     constraints = _constraints(spec, condition, records, best_json, spent, val_ids, trials)
     exhausted = _exhausted(ceiling_json, constraints)
     recommendation = _recommend(exhausted, ceiling_json, constraints, can, fits(1) if n_siblings > 1 else can)
-    unmerged = unmerged_siblings(events)
+    unmerged = unmerged_siblings(events, spec.project_dir)
     if recommendation["action"] == "stop":
         recommendation["reason"] += merge_reminder(unmerged)
     # the α schedule and level the run's next decision is taken at: frozen at its first decision
@@ -419,8 +421,12 @@ def _plain_number(value: Any) -> Any:
     return f"{value:.6g}" if isinstance(value, float) else value
 
 
-def unmerged_siblings(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Pairs of accepted siblings with disjoint ``fixed`` tasks that no merge combines yet, oldest first."""
+def unmerged_siblings(
+    events: Iterable[Mapping[str, Any]], project: Path | None = None
+) -> list[dict[str, Any]]:
+    """Pairs of accepted siblings with disjoint ``fixed`` tasks that no merge combines yet, oldest first,
+    each with the command that merges them (naming ``project``, given one)."""
+    where = "" if project is None else pasteable(" --project PROJECT", project)
     accepted: dict[str, list[Mapping[str, Any]]] = {}
     merged: list[set[str]] = []
     for event in events:
@@ -437,7 +443,7 @@ def unmerged_siblings(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any
             if not fixed_a or not fixed_b or fixed_a & fixed_b or any({tag_a, tag_b} <= m for m in merged):
                 continue
             fixed = {tag_a: sorted(fixed_a), tag_b: sorted(fixed_b)}
-            command = f"capevolve merge {tag_a} {tag_b} --tag {tag_a}_{tag_b}"
+            command = f"capevolve merge {tag_a} {tag_b} --tag {tag_a}_{tag_b}{where}"
             out.append({"tags": [tag_a, tag_b], "parent": parent, "fixed": fixed, "command": command})
     return out
 
