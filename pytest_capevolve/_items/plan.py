@@ -130,16 +130,16 @@ class EvalPlan:
         """What :meth:`to_wire` sent, through JSON: its lists of keys made sets of tuples again. A field
         an older controller did not send takes its default; one this worker's package does not know,
         or lacks and cannot default, is refused naming both versions (issue 38, trap 6)."""
-        data = dict(data)
-        theirs = data.pop("version", "older than 0.1.0")
-        known = {f.name: f.default is MISSING and f.default_factory is MISSING for f in fields(cls)}
-        odd = [n for n in data if n not in known or n.startswith("_")]
-        odd += [n for n, needed in known.items() if needed and n not in data]
-        if odd:
+        data, theirs = dict(data), data.get("version", "older than 0.1.0")
+        data.pop("version", None)
+        needed = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
+        if odd := sorted(
+            (set(data) - {f.name for f in fields(cls) if f.name[0] != "_"}) | (needed - set(data))
+        ):
             raise UsageError(
-                f"the controller's plan does not fit this worker ({', '.join(sorted(odd))}): the worker "
-                f"runs pytest-capevolve {__version__}, the controller {theirs}; install the same version "
-                "where the workers run (pip install on each --tx host) and start the session again"
+                f"the controller's plan does not fit this worker ({', '.join(odd)}): the worker runs "
+                f"pytest-capevolve {__version__}, the controller {theirs}; install the same version where "
+                "the workers run (pip install on each --tx host) and start the session again"
             )
         for name in ("persisted", "awaited"):
             data[name] = {(s, t, g, int(k)) for s, t, g, k in data.get(name, ())}

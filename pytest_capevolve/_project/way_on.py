@@ -16,11 +16,8 @@ _SESSION = re.compile(r"\bpytest (?=--capevolve-)")
 def shown(project_dir: Path) -> str:
     """The project as a command names it: relative to the current folder when that is shorter."""
     absolute = str(Path(project_dir).absolute())
-    try:
-        relative = os.path.relpath(absolute)
-    except ValueError:  # another drive
-        return absolute
-    return relative if len(relative) < len(absolute) else absolute
+    relative = os.path.relpath(absolute) if os.name != "nt" else absolute  # Windows: maybe another drive
+    return min(relative, absolute, key=len)
 
 
 def pasteable(text: str, project_dir: Path | None = None, args: Sequence[str] | None = None) -> str:
@@ -34,13 +31,9 @@ def pasteable(text: str, project_dir: Path | None = None, args: Sequence[str] | 
 
 def own_flags(args: Sequence[str]) -> list[str]:
     """The user's flags among a session's arguments: all but capevolve's options and their values."""
-    kept: list[str] = []
-    skip_value = False
-    for arg in map(str, args):
-        if skip_value and not arg.startswith("-"):
-            skip_value = False
-            continue
-        skip_value = arg.startswith("--capevolve-") and "=" not in arg
-        if not arg.startswith("--capevolve-"):
-            kept.append(arg)
-    return kept
+    args = [str(a) for a in args]
+    ours = [i for i, a in enumerate(args) if a.startswith("--capevolve-")]
+    values = {
+        i + 1 for i in ours if "=" not in args[i] and not (args[i + 1 : i + 2] or ["-"])[0].startswith("-")
+    }
+    return [a for i, a in enumerate(args) if i not in ours and i not in values]

@@ -15,6 +15,7 @@ from ..._stats.sign_flip import NOT_ESTIMABLE
 from ..._store.log.event_kinds import DECISION, GATE_DECISION, NULL_GATED
 
 POWER = 0.8
+BOOK = {"accept": "accept", "reject": "reject --reject-basis gate"}  # a gate's decision, as commit books it
 
 
 class ValReuse(TypedDict):
@@ -104,7 +105,13 @@ def val_reuse(
             spec.gate_alpha_schedule, spec.gate_alpha, decided
         ),
         "unbooked": waiting,
-        "book": _book(spec, waiting),
+        "book": next(
+            (
+                pasteable(f"capevolve commit {t} PROJECT --decision {BOOK.get(d, '…')}", spec.project_dir)
+                for t, d in waiting.items()
+            ),
+            None,
+        ),
         "source": "events.jsonl (gate_decision and decision lines), verdicts/*.json (se, n_tasks)",
     }
 
@@ -128,14 +135,6 @@ def decisions_said(v: ValReuse) -> str:
         named = f" ({', '.join(list(waiting)[:3])})" if len(waiting) > 1 else ""
         said += f", {len(waiting)} decided but not booked{named}: `{v['book']}` books {next(iter(waiting))!r}"
     return f"{said}; the next gets α = {v['next_alpha']:.3g}"
-
-
-def _book(spec: Spec, waiting: dict[str, str]) -> str | None:
-    """The command that books the first decision a gate left unbooked."""
-    for tag, decision in waiting.items():
-        asked = {"accept": "accept", "reject": "reject --reject-basis gate"}.get(decision, "…")
-        return pasteable(f"capevolve commit {tag} PROJECT --decision {asked}", spec.project_dir)
-    return None
 
 
 def run_calibration(spec: Spec, events: list[dict[str, Any]]) -> Calibration:
