@@ -150,7 +150,7 @@ def _records(rundir: RunDir, tag: str, split: str, task_ids: list[str]) -> list[
         return sorted(records, key=lambda r: (order[r.task_id], r.trial))
     known = rundir.snapshots.known_tags()
     if tag not in known:
-        raise Refusal(unknown_tag(tag, rundir, known))
+        raise Refusal(unknown_tag(tag, rundir.run_id, known, rundir.project_dir))
     evaluate = pasteable(f"pytest --capevolve-run PROJECT --capevolve-split {split}", rundir.project_dir)
     raise Refusal(
         f"tag {tag!r} has no {split} rollouts in run {rundir.run_id}; evaluate it first ({evaluate})"

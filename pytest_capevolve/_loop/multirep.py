@@ -75,7 +75,7 @@ def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -
     known = set(rundir.snapshots.known_tags())
     for name in (tag, against):
         if name not in known:
-            raise Refusal(unknown_tag(name, rundir, known))
+            raise Refusal(unknown_tag(name, rundir.run_id, known, rundir.project_dir))
     if tag == against:
         raise Refusal(f"{tag!r} would be compared with itself; give --against another tag")
     val_ids = list((rundir.splits() or {}).get("val", []))

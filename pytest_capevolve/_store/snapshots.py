@@ -12,7 +12,7 @@ import shutil
 import stat
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._project.candidate import (
     SEED_TAG,
@@ -28,9 +28,6 @@ from .._project.way_on import pasteable
 from .files import RunDirError, atomic_write_json, read_run_json
 from .log.event_kinds import CANDIDATE_REGISTERED
 from .log.events import EventLog
-
-if TYPE_CHECKING:
-    from .rundir import RunDir
 
 
 class Snapshots:
@@ -169,12 +166,11 @@ def writable_copy(source: Path, dest: Path, ignore: Any = None) -> None:
             path.chmod(stat.S_IMODE(path.stat().st_mode) | stat.S_IWUSR)
 
 
-def unknown_tag(tag: str, rundir: RunDir, known: Iterable[str]) -> str:
-    run_id = rundir.run_id
+def unknown_tag(tag: str, run_id: str, known: Iterable[str], project: Path | None) -> str:
     return pasteable(
         f"unknown tag {tag!r} in run {run_id} (known: {', '.join(sorted(known)) or 'none'}); a candidate "
         "is known to a run once a gate session has evaluated it: pytest --capevolve-run PROJECT "
         "--capevolve-candidate DIR --capevolve-gate (which books the decision itself; "
         "--capevolve-commit none leaves it to capevolve commit)",
-        rundir.project_dir,
+        project,
     )

@@ -40,14 +40,12 @@ def refuse_unknown(rundir: RunDir, tag: str, verdict: dict[str, Any] | None) -> 
     if tag in rundir.snapshots.known_tags() or verdict is not None:
         return
     if rundir.work_dir(tag).is_dir():
-        raise CommitRefused(
-            pasteable(
-                f"{tag!r} is a work copy with no verdict yet; gate it first: pytest --capevolve-run "
-                f"PROJECT --capevolve-candidate {rundir.work_dir(tag)} --capevolve-gate",
-                rundir.project_dir,
-            )
+        gate = pasteable(
+            f"pytest --capevolve-run PROJECT --capevolve-candidate {rundir.work_dir(tag)} --capevolve-gate",
+            rundir.project_dir,
         )
-    raise CommitRefused(unknown_tag(tag, rundir, rundir.snapshots.known_tags()))
+        raise CommitRefused(f"{tag!r} is a work copy with no verdict yet; gate it first: {gate}")
+    raise CommitRefused(unknown_tag(tag, rundir.run_id, rundir.snapshots.known_tags(), rundir.project_dir))
 
 
 def check_evidence(spec: Spec, rundir: RunDir, asked: Asked, *, adopted: bool) -> None:
