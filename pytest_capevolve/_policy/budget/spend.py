@@ -259,7 +259,7 @@ def _overridden(
         recommendation = {**recommendation, "reason": f"{recommendation['reason']} {alarm['text']}."}
     finalized = guards.finalized_said(rundir)
     if finalized is not None:  # whatever the budget says, no gate can run here again
-        way_on = guards.FINALIZED.way_on_at(guards.Checkpoint.SPEND)
+        way_on = pasteable(guards.FINALIZED.way_on_at(guards.Checkpoint.SPEND), rundir.project_dir)
         recommendation = {"action": "stop", "reason": f"{finalized}; {way_on}."}
     return recommendation
 
