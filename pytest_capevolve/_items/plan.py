@@ -5,12 +5,14 @@ run dir and every worker collects the same items."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from .. import __version__
 from .._project.blocks import first_trial
+from ..exitcodes import UsageError
 
 WORKERINPUT_KEY = "capevolve_plan"
 
@@ -121,10 +123,24 @@ class EvalPlan:
         del data["_keys"], data["_owed"]
         data["persisted"] = sorted(list(k) for k in self.persisted)
         data["awaited"] = sorted(list(k) for k in self.awaited)
-        return data
+        return {**data, "version": __version__}
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> EvalPlan:
-        """What :meth:`to_wire` sent, through JSON: its lists of keys made sets of tuples again."""
-        keys = {name: {(s, t, g, int(k)) for s, t, g, k in data[name]} for name in ("persisted", "awaited")}
-        return cls(**{**data, **keys, "candidates": [PlannedCandidate(**c) for c in data["candidates"]]})
+        """What :meth:`to_wire` sent, through JSON: its lists of keys made sets of tuples again. A field
+        an older controller did not send takes its default; one this worker's package does not know,
+        or lacks and cannot default, is refused naming both versions (issue 38, trap 6)."""
+        data, theirs = dict(data), data.get("version", "older than 0.1.0")
+        data.pop("version", None)
+        needed = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
+        if odd := sorted(
+            (set(data) - {f.name for f in fields(cls) if f.name[0] != "_"}) | (needed - set(data))
+        ):
+            raise UsageError(
+                f"the controller's plan does not fit this worker ({', '.join(odd)}): the worker runs "
+                f"pytest-capevolve {__version__}, the controller {theirs}; install the same version where "
+                "the workers run (pip install on each --tx host) and start the session again"
+            )
+        for name in ("persisted", "awaited"):
+            data[name] = {(s, t, g, int(k)) for s, t, g, k in data.get(name, ())}
+        return cls(**{**data, "candidates": [PlannedCandidate(**c) for c in data["candidates"]]})

@@ -19,6 +19,7 @@ from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.microcase_gen import REDACTED, redact
 from .._project.spec import Spec, to_stored
 from .._project.splits import TEST_SPLIT
+from .._project.way_on import pasteable
 from .._store.rollouts.record import RolloutRecord
 from .._store.rundir import RunDir
 from .._store.snapshots import unknown_tag
@@ -149,10 +150,10 @@ def _records(rundir: RunDir, tag: str, split: str, task_ids: list[str]) -> list[
         return sorted(records, key=lambda r: (order[r.task_id], r.trial))
     known = rundir.snapshots.known_tags()
     if tag not in known:
-        raise Refusal(unknown_tag(tag, rundir.run_id, known))
+        raise Refusal(unknown_tag(tag, rundir.run_id, known, rundir.project_dir))
+    evaluate = pasteable(f"pytest --capevolve-run PROJECT --capevolve-split {split}", rundir.project_dir)
     raise Refusal(
-        f"tag {tag!r} has no {split} rollouts in run {rundir.run_id}; evaluate it first "
-        f"(pytest --capevolve-run PROJECT --capevolve-split {split})"
+        f"tag {tag!r} has no {split} rollouts in run {rundir.run_id}; evaluate it first ({evaluate})"
     )
 
 

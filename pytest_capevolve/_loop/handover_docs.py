@@ -4,6 +4,7 @@ and the run's ids; no test task or score."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from .._decide.alpha_budget import LOOP_SCHEDULE
@@ -54,7 +55,8 @@ def render_process(
     else:
         round_steps = [
             f"1. `capevolve work new {tag}` made this work copy of `{parent}` and wrote these files.",
-            "2. Edit it, then gate it: `capevolve pytest --capevolve-run PROJECT --capevolve-candidate"
+            "2. Edit it, then gate it: `capevolve pytest --capevolve-run "
+            f"{shlex.quote(str(spec.project_dir.absolute()))} --capevolve-candidate"
             f" {workdir} --capevolve-gate --capevolve-commit none`"
             " (siblings are gated together, with null controls; `--capevolve-commit none` leaves the"
             " booking to step 3, which carries your cost).",

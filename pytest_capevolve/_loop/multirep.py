@@ -14,6 +14,7 @@ from typing import Any, NotRequired, TypedDict, cast
 from .. import _stats as stats
 from .._project.blocks import first_trial
 from .._project.spec import Spec
+from .._project.way_on import pasteable
 from .._stats.intervals import replicate_summary
 from .._store.readers.evidence import index_records, reward_matrix
 from .._store.rundir import RunDir
@@ -74,7 +75,7 @@ def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -
     known = set(rundir.snapshots.known_tags())
     for name in (tag, against):
         if name not in known:
-            raise Refusal(unknown_tag(name, rundir.run_id, known))
+            raise Refusal(unknown_tag(name, rundir.run_id, known, rundir.project_dir))
     if tag == against:
         raise Refusal(f"{tag!r} would be compared with itself; give --against another tag")
     val_ids = list((rundir.splits() or {}).get("val", []))
@@ -104,10 +105,10 @@ def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -
         rows.append(row)
     used = [r for r in rows if r["used"]]
     if not used:
+        evaluate = "pytest --capevolve-run PROJECT --capevolve-candidate DIR [--capevolve-block B]"
         raise Refusal(
             f"no block has val rollouts of both {tag!r} and {against!r} covering min_coverage "
-            f"{spec.min_coverage:.0%}; evaluate them: pytest --capevolve-run PROJECT --capevolve-candidate "
-            "DIR [--capevolve-block B]"
+            f"{spec.min_coverage:.0%}; evaluate them: {pasteable(evaluate, spec.project_dir)}"
         )
     # a used block has a Δ̄ (``used`` requires one), so this is every used block's
     summary = replicate_summary([d for r in used if (d := r.get("delta_mean")) is not None], level=LEVEL)
@@ -127,6 +128,7 @@ def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -
         },
     )
     status, reason = _resolution(summary, paired_se)
+    reason = pasteable(reason, spec.project_dir)
     return MultirepAnswer(
         run_id=rundir.run_id,
         tag=tag,

@@ -161,8 +161,11 @@ def _run(argv: list[str], *, cwd: Path, timeout: float, folder: Path, env: dict[
         outcome = error
     elif timed_out:
         outcome = f"timed out after {timeout:g} s (process group killed)"
-    elif code != 0:
-        outcome = f"exited {code}"
+    elif code != 0:  # what it said last, and where the rest is: a newcomer's wrong argv is one line
+        with open(folder / "optimizer.stderr", "rb") as err:  # its tail only: an agent may log a lot
+            err.seek(max(0, err.seek(0, os.SEEK_END) - 4096))
+            said = [line for line in err.read().decode(errors="replace").splitlines() if line.strip()]
+        outcome = f"exited {code}" + (f" ({said[-1][:200]}; see {folder}/optimizer.stderr)" if said else "")
     else:
         outcome = "ok"
     return {

@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, NoReturn
 
 from .._decide.basis import Basis
 from .._decide.verdict import Verdict, refusal
 from .._project.spec import Spec
+from .._project.way_on import pasteable
 from .._store.memory.seal import Seal
 from .._store.rundir import RunDir
 from ..exitcodes import Refusal
@@ -143,8 +145,8 @@ class GuardRefusal(Refusal):
         self.guard = guard
 
 
-def refuse(guard: Guard, at: Checkpoint, said: str) -> NoReturn:
-    raise GuardRefusal(guard, f"{said}; {guard.way_on_at(at)}")
+def refuse(guard: Guard, at: Checkpoint, said: str, project: Path | None = None) -> NoReturn:
+    raise GuardRefusal(guard, pasteable(f"{said}; {guard.way_on_at(at)}", project))
 
 
 def finalized_said(rundir: RunDir) -> str | None:
@@ -158,7 +160,7 @@ def finalized_said(rundir: RunDir) -> str | None:
 
 def refuse_finalized(rundir: RunDir, at: Checkpoint) -> None:
     if (said := finalized_said(rundir)) is not None:
-        refuse(FINALIZED, at, said)
+        refuse(FINALIZED, at, said, rundir.project_dir)
 
 
 def refusal_verdict(spec: Spec, guard: Guard, at: Checkpoint, *, reason: str, **fields: Any) -> Verdict:

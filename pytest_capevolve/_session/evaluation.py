@@ -67,9 +67,10 @@ class EvaluationSession:
         n_val = len(self.planned.plan.task_ids)
         reuse = val_budget.val_reuse(self.spec, events, self.rundir.verdicts.verdicts(), n_val)
         alarm = val_budget.run_calibration(self.spec, events)
+        if self.gate.commit == "auto":  # booked right after this line
+            reuse["unbooked"], reuse["book"] = {}, None
         outcome.say(
-            f"val reuse ({reuse['schedule']}): {reuse['decisions']} gate decision(s) on val so far; "
-            f"the next gets α = {reuse['next_alpha']:.3g}; {reuse['advice']}",
+            f"{val_budget.decisions_said(reuse)}; {reuse['advice']}",
             yellow=bool(reuse["refresh_val"]),
         )
         outcome.say(alarm["text"], red=bool(alarm["alarm"]))

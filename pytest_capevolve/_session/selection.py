@@ -22,6 +22,7 @@ import pytest
 from .._items.nodes import item_name
 from .._items.plan import EvalPlan
 from .._project.splits import TestSealError
+from .._project.way_on import pasteable
 from .plan_check import planned_names
 
 # what to use instead of re-drawing a failed rollout, in every line that refuses to
@@ -184,13 +185,14 @@ def deselecting(config: pytest.Config) -> list[str]:
     return [asked for asked in selection_asked(config) if asked not in stops]
 
 
-def refuse_partial(config: pytest.Config, run_id: str) -> None:
+def refuse_partial(config: pytest.Config, run_id: str, project_dir: Path | None) -> None:
     asked = selection_asked(config) + ["--collect-only"] * config.option.collectonly  # (it names test ids)
     if asked:
         raise TestSealError(
             f"run {run_id}: a finalize runs the whole test plan, so {', '.join(asked[:3])} is refused "
             "before any test rollout (part of the test split, or its task ids, would show without "
-            "burning the seal); run pytest --capevolve-finalize PROJECT with no selection"
+            f"burning the seal); run {pasteable('pytest --capevolve-finalize PROJECT', project_dir)} with no "
+            "selection"
         )
 
 

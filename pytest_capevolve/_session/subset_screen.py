@@ -17,6 +17,7 @@ from .._policy.gate.verdicts import gate_config
 from .._project.candidate import SEED_TAG, CandidateError, check_tag
 from .._project.spec import Spec, splits_for
 from .._project.splits import TEST_SPLIT
+from .._project.way_on import pasteable
 from .._show.report import summarize_arm
 from .._store.files import atomic_write_json
 from .._store.log.event_kinds import SCREEN, SCREEN_STARTED
@@ -68,9 +69,10 @@ def plan_screen(
     # the tasks are chosen on the best's selection trials; the harm test reads the others
     means = ladder.selection_means(best_matrix, val_ids, spec.num_trials)
     if not means:
+        evaluate = pasteable("pytest --capevolve-run PROJECT", rundir.project_dir)
         raise RunDirError(
             f"run {rundir.run_id}: the best {best!r} has no val rollouts to screen against; evaluate it "
-            "first (capevolve baseline, or pytest --capevolve-run PROJECT)"
+            f"first (capevolve baseline, or {evaluate})"
         )
     if request.ids:
         unknown = [t for t in request.ids if t not in val_ids]

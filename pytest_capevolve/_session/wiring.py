@@ -28,6 +28,7 @@ from .._project import harness
 from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.spec import Spec, load_spec
 from .._project.splits import TestSealError
+from .._project.way_on import pasteable
 from .._store.log.event_kinds import SESSION_STARTED
 from .._store.memory import task_keys
 from .._store.readers.harness_lock import check_or_lock
@@ -114,11 +115,13 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
             if plan.budget is not None:  # the ceilings' headroom is split between the workers
                 plan.budget["workers"] = gateway_count(config)
     except TestSealError as exc:
-        raise pytest.UsageError(f"TestSealError: {exc}") from None
+        raise pytest.UsageError(
+            f"TestSealError: {pasteable(str(exc), args=config.invocation_params.args)}"
+        ) from None
     except PermissionError as exc:  # inside the optimizer's boundary, its variable dropped
         raise refused_write(config, exc) from None
     except CapevolveError as exc:  # the one root: a refusal before anything is planned or paid
-        raise pytest.UsageError(str(exc)) from None
+        raise pytest.UsageError(pasteable(str(exc), args=config.invocation_params.args)) from None
     context = EvalContext(spec, plan, runner, pool, on_copy=on_copy)
     if workerinput is not None and plan.pool_digest and _pool_digest(pool) != plan.pool_digest:
         context.pool_problem = (

@@ -262,7 +262,7 @@ def _lineage(rundir: RunDir, events: list[dict[str, Any]]) -> list[dict[str, Any
                 "to": tag,
                 "forced": labels.get(tag) == FORCED_LABEL,
                 "label": labels.get(tag),
-                "reason": f"{labels[tag].upper()} (the gate: {reason})" if tag in labels else reason,
+                "reason": f"{labels[tag]} (the gate: {reason})" if tag in labels else reason,
                 "p_value": verdict.get("p_value"),
                 "delta_mean": verdict.get("delta_mean"),
                 "source": f"verdicts/{tag}.json",

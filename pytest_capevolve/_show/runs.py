@@ -48,17 +48,25 @@ def list_runs(project_dir: Path) -> list[dict[str, Any]]:
 
 
 def render_runs(rows: list[dict[str, Any]]) -> list[str]:
-    """The table; a labelled best reads ``TAG (forced)`` or ``TAG (re-gated after a harness change)``."""
+    """The table; a labelled best reads ``TAG (forced)``, ``TAG (adopted)`` or ``TAG (re-gated after a
+    harness change)``."""
     header = ("run", "best", "iterations", "rollouts", "$ spent", "test", "")
     body = []
     for row in rows:
         if "error" in row:
             body.append((row["run_id"], "?", "?", "?", "?", "?", f"unreadable: {row['error']}"))
             continue
-        best = f"{row['best']} ({short(row['best_label'])})" if row.get("best_label") else str(row["best"])
+        best = f"{row['best']} ({_short(row['best_label'])})" if row.get("best_label") else str(row["best"])
         spent = (str(row["iterations"]), str(row["rollouts"]), f"{row['usd']:.4f}")
         body.append((row["run_id"], best, *spent, row["test"], "current" if row["current"] else ""))
     return aligned([header, *body], left=2)
+
+
+def _short(label: str, width: int = 32) -> str:
+    """A label as the table's ``best`` column shows it (``adopted``, ``forced``), within ``width``: the
+    table fits 100 columns; ``capevolve measure``, report.md and ``--json`` say it in full."""
+    head = short(label).partition(": ")[0]
+    return head if len(head) <= width else head[: width - 1] + "…"
 
 
 def _reused(rundir: RunDir, seal: dict[str, Any]) -> bool:

@@ -24,6 +24,7 @@ from .._project.candidate import (
     null_control_of,
 )
 from .._project.spec import to_stored
+from .._project.way_on import pasteable
 from .files import RunDirError, atomic_write_json, read_run_json
 from .log.event_kinds import CANDIDATE_REGISTERED
 from .log.events import EventLog
@@ -165,10 +166,11 @@ def writable_copy(source: Path, dest: Path, ignore: Any = None) -> None:
             path.chmod(stat.S_IMODE(path.stat().st_mode) | stat.S_IWUSR)
 
 
-def unknown_tag(tag: str, run_id: str, known: Iterable[str]) -> str:
-    return (
+def unknown_tag(tag: str, run_id: str, known: Iterable[str], project: Path | None) -> str:
+    return pasteable(
         f"unknown tag {tag!r} in run {run_id} (known: {', '.join(sorted(known)) or 'none'}); a candidate "
         "is known to a run once a gate session has evaluated it: pytest --capevolve-run PROJECT "
         "--capevolve-candidate DIR --capevolve-gate (which books the decision itself; "
-        "--capevolve-commit none leaves it to capevolve commit)"
+        "--capevolve-commit none leaves it to capevolve commit)",
+        project,
     )

@@ -144,7 +144,7 @@ def test_a_forced_accept_is_labelled_wherever_the_best_is_shown(built, example, 
     assert "best 'noop' (forced: accepted against the gate)" in finalize.stdout.str()
     report = (run_dir / "report.md").read_text()
     assert "Best: `noop` (forced: accepted against the gate)." in report
-    assert "FORCED: ACCEPTED AGAINST THE GATE" in report  # its lineage line
+    assert "`noop`: forced: accepted against the gate (the gate: " in report  # its lineage line
     dashboard = (run_dir / "dashboard.html").read_text()
     assert "forced: accepted against the gate" in dashboard
 

@@ -404,7 +404,8 @@ def test_an_accept_from_an_earlier_run_is_adopted_labelled_and_the_new_run_goes_
     assert booked["best"] == "big" and booked["rollouts"] == 0
     assert booked["label"].startswith(f"adopted: accepted against the same bytes as 'seed' in run {first}")
     code, out, _ = run(capsys, "runs", str(project))
-    assert "big (adopted: " in out
+    assert "big (adopted)" in out  # the full label stays in measure, report.md and --json
+    assert max(len(line) for line in out.splitlines()) <= 100, out  # issue 38, trap 2: it was ~140
     fixing(project, "bigger", val[:7])
     after = capevolve(project, "bigger", gate=True)
     assert after.ret in (0, 10), after.stdout.str()

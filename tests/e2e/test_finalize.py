@@ -13,6 +13,7 @@ import pytest
 
 from pytest_capevolve._decide.gate import decide
 from pytest_capevolve._decide.verdict import GateConfig, GateSplitError
+from pytest_capevolve._project.way_on import shown
 from pytest_capevolve._store.memory.seal import Seal, TestSealError
 from pytest_capevolve._store.rundir import RunDir
 
@@ -197,10 +198,13 @@ def test_after_finalize_no_new_best_can_be_chosen_in_the_run(example, projects, 
         refused = capevolve(project, "careful", extra=extra)
         assert refused.ret == pytest.ExitCode.USAGE_ERROR, refused.stdout.str()[-2000:]
         refused.stderr.fnmatch_lines(
-            [
-                "*run * is finalized: its test split was scored*; start a new run (pytest --capevolve-run PROJECT*"
-            ]
+            ["*run * is finalized: its test split was scored*; start a new run (pytest *"]
         )
+        # a way on the user can paste (issue 38, trap 4): the project's path and their own flags
+        # (the fixture's -p no:cacheprovider), where it said "PROJECT" and dropped the flags
+        way_on = refused.stderr.str().split("start a new run (")[1].split(")")[0]
+        assert "PROJECT" not in way_on and "-p no:cacheprovider" in way_on, way_on
+        assert way_on.endswith(f" --capevolve-run {shown(project)} --capevolve-new-run"), way_on
 
 
 def test_finalize_needs_an_evaluated_run(example, capevolve):

@@ -4,7 +4,8 @@ order (tests/docs_commands.py): ``init`` → ``check`` → ``baseline`` → gate
 ``measure``; then a new run, where the accepted candidate comes back as ``REPEAT`` and the
 command that line names adopts it; then ``hill-climb --new-run``, whose optimizer proposes those
 bytes again: not adopted under the loop's α schedule, the line says why and the way on, which
-adopts them, and the loop goes on from them (issue 38: no refusal without a way on that works).
+adopts them, and the loop goes on from them (issue 38: no refusal without a way on that works); the
+report labels the adoption as booked, α and all (traps 1 and 3).
 
 Each command must exit as written and print the lines under it (``…`` matches anything), so a
 dead end anywhere on the path (an exit the next step cannot get past, a line naming a command
@@ -30,6 +31,7 @@ $ capevolve baseline
 $ pytest --capevolve-run . --capevolve-candidate candidates/convert-units --capevolve-gate --capevolve-commit none -q
 …
 convert-units  ACCEPT  …
+val reuse (constant): 1 gate decision(s) on val so far, 1 decided but not booked: `capevolve commit convert-units . --decision accept` books 'convert-units'; the next gets α = 0.05…
 $ capevolve commit convert-units --decision accept --note "convert units before answering"
 …"best": "convert-units", …"decision": "accept", …
 $ capevolve hill-climb --optimizer "python optimizer.py {workdir}" --max-iterations 2 --table
@@ -106,6 +108,11 @@ def test_the_newcomers_path_and_a_repeat_in_a_new_run_have_no_dead_end(tmp_path:
     adopted = next(e for e in events if e["kind"] == "decision")  # the new run's first decision
     assert (adopted["tag"], adopted["decision"]) == ("convert-units", "accept"), adopted
     assert not any(e["kind"] == "rollout" for e in events[: events.index(adopted)])  # nothing paid
+    report = (runs[1] / "report.md").read_text()
+    lineage = next(line for line in report.splitlines() if line.startswith("1. `seed` → `convert-units`: "))
+    assert "adopted: accepted against the same bytes as 'seed' in run " in lineage, lineage
+    assert "at α = 0.05" in lineage and "Α" not in report + (runs[1] / "dashboard.html").read_text()
+    assert "nothing new decided or booked" not in lineage  # it was booked: the ledger's row says so
     assert len(play(THE_LOOP_PROPOSES_IT_AGAIN, tmp_path)) == 4
     loop = sorted((tmp_path / "my-agent" / ".capevolve" / "runs").iterdir())[-1]
     assert json.loads((loop / "state.json").read_text())["best_id"] == "cand_0001"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_capevolve._cli.main import main
+from pytest_capevolve._project.way_on import shown
 from pytest_capevolve._store.rundir import RunDir
 
 
@@ -162,3 +163,4 @@ def test_a_finalized_run_says_stop_whatever_the_budget(example, capevolve, spend
     assert capevolve(project, finalize=True).ret == 0  # the test split is scored: no gate runs here
     r = spend(project)["recommendation"]
     assert r["action"] == "stop" and "is finalized" in r["reason"] and "--capevolve-new-run" in r["reason"]
+    assert f"--capevolve-run {shown(project)} --capevolve-new-run" in r["reason"]  # pasteable, not PROJECT

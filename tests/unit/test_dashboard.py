@@ -68,6 +68,16 @@ def test_a_verdict_row_shows_and_is_coloured_by_the_decision_booked_on_it(tmp_pa
     assert "PROVISIONAL" in "".join(after.text)
 
 
+def test_a_label_beside_a_decision_keeps_its_greek(tmp_path, val_rollout):
+    """Issue 38, trap 1: the decision is written in capitals, and an adopted label beside it was
+    too ("AT Α = 0.05", a capital alpha); the label is written as booked."""
+    rundir = hand_made_run(tmp_path, val_rollout)
+    label = "adopted: accepted against the same bytes as 'seed' in run r0 at α = 0.05, not gated again"
+    rundir.log.append_event("decision", tag="cand", parent="seed", decision="accept", basis=None, label=label)
+    page = build(rundir, num_trials=2)
+    assert "ACCEPT (adopted: accepted" in page and "at α = 0.05" in page and "Α" not in page
+
+
 def test_a_candidate_a_screen_killed_gets_a_forest_row_without_a_verdict_file(tmp_path, val_rollout):
     rundir = hand_made_run(tmp_path, val_rollout)
     kill = {"against": "seed", "screen": "tier1", "tasks": 6, "basis": "harm", "fired": 12}

@@ -203,6 +203,31 @@ def test_owed_keys_follow_the_sets_they_were_worked_out_from() -> None:
     assert EvalPlan.from_wire(plan.to_wire()).owed_keys() == every[1:-1]
 
 
+def test_a_plan_from_another_package_version_defaults_what_it_lacks_and_refuses_what_it_does_not_know() -> (
+    None
+):
+    """Issue 38, trap 6: a worker of an older or newer package than the controller failed with a bare
+    KeyError ('awaited'). A field an older controller did not send takes its default; one this worker
+    does not know (or a required one missing) is refused naming both versions and the way on."""
+    from pytest_capevolve.exitcodes import UsageError
+
+    plan = _plan(["a", "b"], ["x", "y"], 2)
+    plan.persisted = {("val", "a", "x", 0)}
+    older = plan.to_wire()
+    for name in ("awaited", "block", "budget", "pool_digest", "version"):
+        del older[name]
+    read = EvalPlan.from_wire(older)
+    assert (read.awaited, read.block, read.budget) == (set(), 0, None)
+    assert read.owed_keys() == plan.owed_keys()
+    newer = {**plan.to_wire(), "version": "9.9", "lanes": 3}
+    with pytest.raises(
+        UsageError, match=r"\(lanes\): the worker runs pytest-capevolve \S+, the controller 9\.9"
+    ):
+        EvalPlan.from_wire(newer)
+    with pytest.raises(UsageError, match=r"\(run_id\).*install the same version"):
+        EvalPlan.from_wire({k: v for k, v in plan.to_wire().items() if k != "run_id"})
+
+
 def _pass_hat_k_per_task(passes: np.ndarray, k: int) -> float | None:
     """pass^k as it was worked out before: one estimate per task, in a loop."""
     values = []

@@ -14,6 +14,7 @@ from pytest_capevolve import exitcodes
 from pytest_capevolve._decide.basis import Basis
 from pytest_capevolve._policy import guards
 from pytest_capevolve._policy.guards import GUARDS, Checkpoint, GuardRefusal
+from pytest_capevolve._project.way_on import own_flags, pasteable, shown
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,7 +48,10 @@ def _run(closed: bool, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
             return {"tasks": 3} if closed else None
 
     monkeypatch.setattr(guards, "Seal", Sealed)
-    return SimpleNamespace(run_id="r1")
+    return SimpleNamespace(run_id="r1", project_dir=PROJECT_DIR)
+
+
+PROJECT_DIR = Path("/srv/agents/my agent")
 
 
 @pytest.mark.parametrize("at", guards.FINALIZED.checkpoints)
@@ -59,7 +63,9 @@ def test_a_finalized_run_is_refused_with_one_message_and_its_way_on(
         guards.refuse_finalized(rundir, at)  # type: ignore[arg-type]
     message = str(refused.value)
     assert message.startswith("run r1 is finalized: its test split was scored")
-    assert message.endswith(guards.FINALIZED.way_on_at(at)) and "new run" in message
+    assert message.endswith(pasteable(guards.FINALIZED.way_on_at(at), PROJECT_DIR)) and "new run" in message
+    assert "PROJECT" not in message  # the project's path, quoted: a command the user can paste
+    assert "--capevolve-run '/srv/agents/my agent'" in message or "--capevolve" not in message
     assert refused.value.guard is guards.FINALIZED and refused.value.exit_code == exitcodes.REFUSED
 
 
@@ -82,3 +88,21 @@ def test_the_harness_guard_names_its_way_on_in_its_own_message() -> None:
     assert guards.HARNESS_CHANGED.way_on == {"": ""}
     said = harness.refusal("r1", ["adapter.py"])
     assert "restore those files, or start a new run (--capevolve-new-run)" in said
+
+
+def test_a_way_on_is_a_command_the_user_can_paste(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38, trap 4: a way on said ``PROJECT`` and dropped the user's flags. The project is named
+    relative to the current folder when that is shorter, and a session's refusal carries the flags
+    the user gave it, capevolve's own options (and their values) left to the way on."""
+    project = tmp_path / "my-agent"
+    monkeypatch.chdir(tmp_path)
+    assert shown(project) == "my-agent" and shown(Path("/")) == "/"
+    args = ["--capevolve-run", ".", "-n", "2", "--capevolve-gate", "-o", "capevolve_gate_alpha=0.01"]
+    args += ["--capevolve-candidate=c", "--capevolve-tag", "t", "-q"]
+    assert own_flags(args) == ["-n", "2", "-o", "capevolve_gate_alpha=0.01", "-q"]
+    said = "start a new run (pytest --capevolve-run PROJECT --capevolve-new-run); or capevolve commit T"
+    assert pasteable(said, project, args) == (
+        "start a new run (pytest -n 2 -o capevolve_gate_alpha=0.01 -q --capevolve-run my-agent "
+        "--capevolve-new-run); or capevolve commit T"
+    )
+    assert pasteable(said, project) == said.replace("PROJECT", "my-agent")

@@ -128,7 +128,7 @@ def test_process_md_gates_at_the_loops_schedule_unless_the_spec_names_one(tmp_pa
     plain = render_process(load_spec(project), "r1", project / "w", "a1", "seed", "agent")
     # the command works inside `capevolve agent` as printed: through the broker, with no `-o`
     # (the broker refuses one; a run holding work copies gates at the loop's schedule by itself)
-    assert "`capevolve pytest --capevolve-run PROJECT" in plain
+    assert f"`capevolve pytest --capevolve-run {project} --capevolve-candidate" in plain  # pasteable
     assert "--capevolve-gate --capevolve-commit none`" in plain and " -o " not in plain
     assert "by the `addis` schedule" in plain
     spec = project / "capevolve.yaml"

@@ -4,6 +4,8 @@ hill-climb's back-compat focus name."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -61,6 +63,10 @@ def test_accepted_siblings_that_fixed_disjoint_tasks_are_named_until_merged() ->
     assert pair["tags"] == ["a", "b"] and pair["command"] == "capevolve merge a b --tag a_b"
     assert "capevolve merge a b --tag a_b" in merge_reminder([pair]) and merge_reminder([]) == ""
     assert build_parser().parse_args(pair["command"].split()[1:]).tag == "a_b"  # merge's parser takes it
+    # and names the project, so it works from where `capevolve spend PROJECT` was typed (issue 38, trap 4)
+    [pair] = unmerged_siblings(events, Path("/srv/my-agent"))
+    assert pair["command"] == "capevolve merge a b --tag a_b --project /srv/my-agent"
+    assert build_parser().parse_args(pair["command"].split()[1:]).project_option == Path("/srv/my-agent")
     # overlapping fixes are not disjoint clusters; a merge work copy settles the pair
     assert unmerged_siblings([_accept("a", "seed", ["t1"]), _accept("b", "seed", ["t1", "t3"])]) == []
     merged = {"kind": "work_created", "tag": "ab", "merged_from": ["a", "b"]}

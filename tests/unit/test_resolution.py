@@ -220,3 +220,27 @@ def test_under_a_margin_the_val_reuse_advice_says_its_mde_is_for_better():
     margin = replace(_loop_spec("constant", min_effect=0.05), gate_margin=-0.02)
     said = val_reuse(margin, events, verdicts, 30)["advice"]
     assert said.startswith(plain) and "this run asks 'no worse than -0.02'" in said
+
+
+def test_a_gate_decision_left_unbooked_is_said_so_with_the_command_that_books_it():
+    """Issue 38, trap 5: under ``--capevolve-commit none`` the session said "1 gate decision(s) so
+    far" where nothing was booked; α is spent either way, and the line now says which decision
+    waits for its booking, and the command that books it."""
+    from pytest_capevolve._policy.budget.val_budget import decisions_said, val_reuse
+
+    events = [
+        {"kind": "gate_decision", "tag": "c1", "decision": "accept"},
+        {"kind": "gate_decision", "tag": "c2", "decision": "reject"},
+        {"kind": "decision", "tag": "c2", "decision": "reject"},
+    ]
+    reuse = val_reuse(_loop_spec("constant"), events, {}, 30)
+    assert (
+        reuse["unbooked"] == {"c1": "accept"} and reuse["book"] == "capevolve commit c1 . --decision accept"
+    )
+    said = decisions_said(reuse)
+    assert said.startswith(
+        "val reuse (constant): 2 gate decision(s) on val so far, 1 decided but not booked: "
+    )
+    assert "`capevolve commit c1 . --decision accept` books 'c1'; the next gets α = 0.05" in said
+    events.append({"kind": "decision", "tag": "c1", "decision": "accept"})
+    assert "not booked" not in decisions_said(val_reuse(_loop_spec("constant"), events, {}, 30))

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 from ..._decide.basis import REJECT_BASES, Basis
 from ..._project.spec import Spec
+from ..._project.way_on import pasteable
 from ..._store.log.event_kinds import GATE_DECISION, ROLLOUT, SCREEN
 from ..._store.rundir import RunDir
 from ..._store.snapshots import unknown_tag
@@ -39,11 +40,12 @@ def refuse_unknown(rundir: RunDir, tag: str, verdict: dict[str, Any] | None) -> 
     if tag in rundir.snapshots.known_tags() or verdict is not None:
         return
     if rundir.work_dir(tag).is_dir():
-        raise CommitRefused(
-            f"{tag!r} is a work copy with no verdict yet; gate it first: pytest --capevolve-run "
-            f"PROJECT --capevolve-candidate {rundir.work_dir(tag)} --capevolve-gate"
+        gate = pasteable(
+            f"pytest --capevolve-run PROJECT --capevolve-candidate {rundir.work_dir(tag)} --capevolve-gate",
+            rundir.project_dir,
         )
-    raise CommitRefused(unknown_tag(tag, rundir.run_id, rundir.snapshots.known_tags()))
+        raise CommitRefused(f"{tag!r} is a work copy with no verdict yet; gate it first: {gate}")
+    raise CommitRefused(unknown_tag(tag, rundir.run_id, rundir.snapshots.known_tags(), rundir.project_dir))
 
 
 def check_evidence(spec: Spec, rundir: RunDir, asked: Asked, *, adopted: bool) -> None:
@@ -100,7 +102,7 @@ def check_accept(spec: Spec, asked: Asked, *, adopted: bool) -> bool:
         raise CommitRefused(f"{tag!r} is already the best")
     if adopted:
         return False
-    verdict = full_verdict_against_best(tag, asked.verdict, asked.best)
+    verdict = full_verdict_against_best(spec, tag, asked.verdict, asked.best)
     paired = float(verdict.get("coverage", {}).get("paired", 0.0))
     if paired < spec.min_coverage:
         raise CommitRefused(
@@ -116,7 +118,9 @@ def check_accept(spec: Spec, asked: Asked, *, adopted: bool) -> bool:
     return True
 
 
-def full_verdict_against_best(tag: str, verdict: dict[str, Any] | None, best: str) -> dict[str, Any]:
+def full_verdict_against_best(
+    spec: Spec, tag: str, verdict: dict[str, Any] | None, best: str
+) -> dict[str, Any]:
     if verdict is not None and verdict.get("decision") == "repeat":
         raise CommitRefused(
             f"{tag!r} repeats bytes already decided ({verdict.get('reason')}); only an accept an "
@@ -135,10 +139,10 @@ def full_verdict_against_best(tag: str, verdict: dict[str, Any] | None, best: st
         )
     if not full or verdict is None or verdict.get("against") != best:
         seen = "no verdict" if verdict is None else f"a verdict against {verdict.get('against')!r}"
+        gate = "capevolve pytest --capevolve-run PROJECT --capevolve-candidate DIR --capevolve-gate"
         raise CommitRefused(
             f"accepting {tag!r} needs a full-val verdict against the current best {best!r}; there is "
-            f"{seen}. Gate it: capevolve pytest --capevolve-run PROJECT --capevolve-candidate DIR "
-            "--capevolve-gate"
+            f"{seen}. Gate it: {pasteable(gate, spec.project_dir)}"
         )
     return verdict
 
@@ -184,10 +188,11 @@ def check_screen_kill(rundir: RunDir, tag: str, basis: str) -> None:
     kills = [e for e in rundir.log.of_kinds(SCREEN) if e.get("tag") == tag and e.get("decision") == "kill"]
     if not any(e.get("basis") == wanted for e in kills):
         found = ", ".join(f"{e.get('basis')}" for e in kills) or "none"
+        screen = "pytest --capevolve-run PROJECT --capevolve-candidate DIR --capevolve-screen 1"
         raise CommitRefused(
             f"--reject-basis {basis} needs a screen that killed {tag!r} on {wanted}; its screen kills: "
-            f"{found}. Screen it (pytest --capevolve-run PROJECT --capevolve-candidate DIR "
-            "--capevolve-screen 1) or give the basis the record supports"
+            f"{found}. Screen it ({pasteable(screen, rundir.project_dir)}) or give the basis the "
+            "record supports"
         )
 
 

@@ -10,12 +10,14 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from itertools import combinations
+from pathlib import Path
 from typing import Any
 
 from ... import _stats as stats
 from ..._decide.screen import ledger as screen_ledger
 from ..._project.candidate import SEED_TAG
 from ..._project.spec import Spec
+from ..._project.way_on import pasteable
 from ..._show.numbers import num
 from ..._store.log.event_kinds import DECISION, ROLLOUT, SCREEN, TASK_EVAL, WORK_CREATED
 from ..._store.readers.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
@@ -118,7 +120,7 @@ def spend_report(
     constraints = _constraints(spec, condition, records, best_json, spent, val_ids, trials)
     exhausted = _exhausted(ceiling_json, constraints)
     recommendation = _recommend(exhausted, ceiling_json, constraints, can, fits(1) if n_siblings > 1 else can)
-    unmerged = unmerged_siblings(events)
+    unmerged = unmerged_siblings(events, spec.project_dir)
     if recommendation["action"] == "stop":
         recommendation["reason"] += merge_reminder(unmerged)
     # the α schedule and level the run's next decision is taken at: frozen at its first decision
@@ -254,7 +256,7 @@ def _overridden(
         recommendation = {**recommendation, "reason": f"{recommendation['reason']} {alarm['text']}."}
     finalized = guards.finalized_said(rundir)
     if finalized is not None:  # whatever the budget says, no gate can run here again
-        way_on = guards.FINALIZED.way_on_at(guards.Checkpoint.SPEND)
+        way_on = pasteable(guards.FINALIZED.way_on_at(guards.Checkpoint.SPEND), rundir.project_dir)
         recommendation = {"action": "stop", "reason": f"{finalized}; {way_on}."}
     return recommendation
 
@@ -392,8 +394,7 @@ def render_table(report: dict[str, Any]) -> list[str]:
         lines.append(f"stop condition {amb['clause']!r}: AMBIGUOUS — {amb['reason']}")
     v = report["val_reuse"]
     lines.append(
-        f"val reuse ({v['schedule']}): {v['decisions']} gate decision(s) on val so far; the next gets "
-        f"α = {v['next_alpha']:.3g}; MDE at that α with {v['val_tasks']} tasks: {num(v['mde'], '+.3f')} "
+        f"{val_budget.decisions_said(v)}; MDE at that α with {v['val_tasks']} tasks: {num(v['mde'], '+.3f')} "
         f"(target {v['target_effect']:+g})"
     )
     lines += [
@@ -417,8 +418,12 @@ def _plain_number(value: Any) -> Any:
     return f"{value:.6g}" if isinstance(value, float) else value
 
 
-def unmerged_siblings(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Pairs of accepted siblings with disjoint ``fixed`` tasks that no merge combines yet, oldest first."""
+def unmerged_siblings(
+    events: Iterable[Mapping[str, Any]], project: Path | None = None
+) -> list[dict[str, Any]]:
+    """Pairs of accepted siblings with disjoint ``fixed`` tasks that no merge combines yet, oldest first,
+    each with the command that merges them (naming ``project``, given one)."""
+    where = "" if project is None else pasteable(" --project PROJECT", project)
     accepted: dict[str, list[Mapping[str, Any]]] = {}
     merged: list[set[str]] = []
     for event in events:
@@ -435,7 +440,7 @@ def unmerged_siblings(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any
             if not fixed_a or not fixed_b or fixed_a & fixed_b or any({tag_a, tag_b} <= m for m in merged):
                 continue
             fixed = {tag_a: sorted(fixed_a), tag_b: sorted(fixed_b)}
-            command = f"capevolve merge {tag_a} {tag_b} --tag {tag_a}_{tag_b}"
+            command = f"capevolve merge {tag_a} {tag_b} --tag {tag_a}_{tag_b}{where}"
             out.append({"tags": [tag_a, tag_b], "parent": parent, "fixed": fixed, "command": command})
     return out
 

@@ -10,10 +10,12 @@ from typing import Any, TypedDict
 from ..._decide import alpha_budget
 from ..._decide.calibration import Calibration, calibration
 from ..._project.spec import Spec
+from ..._project.way_on import pasteable
 from ..._stats.sign_flip import NOT_ESTIMABLE
-from ..._store.log.event_kinds import GATE_DECISION, NULL_GATED
+from ..._store.log.event_kinds import DECISION, GATE_DECISION, NULL_GATED
 
 POWER = 0.8
+BOOK = {"accept": "accept", "reject": "reject --reject-basis gate"}  # a gate's decision, as commit books it
 
 
 class ValReuse(TypedDict):
@@ -29,6 +31,8 @@ class ValReuse(TypedDict):
     refresh_val: bool
     advice: str
     any_false_accept_bound: float
+    unbooked: dict[str, str]  # tag → the gate's decision, for a gate decision no booking followed
+    book: str | None  # the command that books the first of them
     source: str
 
 
@@ -47,6 +51,7 @@ def val_reuse(
     spec: Spec, events: list[dict[str, Any]], verdicts: dict[str, dict[str, Any]], n_val: int
 ) -> ValReuse:
     decided = alpha_budget.decisions_so_far(events)
+    waiting = unbooked(events)
     accepts = alpha_budget.accepted_decisions(events)
     discarded = alpha_budget.discarded_decisions(events)  # addis: Δ̄ < 0 spent nothing
     next_alpha = float(
@@ -99,8 +104,37 @@ def val_reuse(
         "any_false_accept_bound": alpha_budget.any_false_accept_bound(
             spec.gate_alpha_schedule, spec.gate_alpha, decided
         ),
-        "source": "events.jsonl (gate_decision lines), verdicts/*.json (se, n_tasks)",
+        "unbooked": waiting,
+        "book": next(
+            (
+                pasteable(f"capevolve commit {t} PROJECT --decision {BOOK.get(d, '…')}", spec.project_dir)
+                for t, d in waiting.items()
+            ),
+            None,
+        ),
+        "source": "events.jsonl (gate_decision and decision lines), verdicts/*.json (se, n_tasks)",
     }
+
+
+def unbooked(events: list[dict[str, Any]]) -> dict[str, str]:
+    """The tags a gate decided on val (α spent) that no booking followed (``--capevolve-commit none``)."""
+    waiting: dict[str, str] = {}
+    for event in events:
+        if event.get("kind") == GATE_DECISION:
+            waiting[str(event.get("tag"))] = str(event.get("decision"))
+        elif event.get("kind") == DECISION:
+            waiting.pop(str(event.get("tag")), None)
+    return waiting
+
+
+def decisions_said(v: ValReuse) -> str:
+    """ "val reuse (constant): 1 gate decision(s) on val so far, 1 decided but not booked: `capevolve
+    commit …` books it; the next gets α …": a gate spends α whether or not its decision is booked."""
+    said = f"val reuse ({v['schedule']}): {v['decisions']} gate decision(s) on val so far"
+    if waiting := v["unbooked"]:
+        named = f" ({', '.join(list(waiting)[:3])})" if len(waiting) > 1 else ""
+        said += f", {len(waiting)} decided but not booked{named}: `{v['book']}` books {next(iter(waiting))!r}"
+    return f"{said}; the next gets α = {v['next_alpha']:.3g}"
 
 
 def run_calibration(spec: Spec, events: list[dict[str, Any]]) -> Calibration:

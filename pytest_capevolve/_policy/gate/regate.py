@@ -97,7 +97,7 @@ def _against(rundir: RunDir, ask: GateAsk, recorded: dict[str, Any] | None) -> s
     known = set(rundir.snapshots.known_tags())
     for tag in (ask.tag, against):
         if tag not in known:
-            raise Refusal(unknown_tag(tag, rundir.run_id, known))
+            raise Refusal(unknown_tag(tag, rundir.run_id, known, rundir.project_dir))
     if ask.tag == against:
         raise Refusal(f"{ask.tag!r} would be gated against itself; give --against another tag")
     return against

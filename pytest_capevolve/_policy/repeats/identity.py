@@ -271,7 +271,7 @@ def _repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str, same: st
     if earlier.decision == "accept":
         return (
             f"repeat of {earlier.tag!r} ({earlier.accepted_at()}) in {earlier.where()}: {same}; "
-            "a candidate is its bytes, so that accept stands — nothing new decided or booked, nothing paid"
+            "a candidate is its bytes, so that accept stands — not measured again, nothing paid"
         )
     if earlier.in_session:
         return f"{same}, a sibling in this same session: the same bytes are gated once, as {earlier.tag!r}"

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 
 from ..numbers import interval, num
 from .model import DETAIL_LIMIT, Dashboard, Trial
-from .plots import best_so_far_plot, esc, forest_plot, heatmap_parts, lineage_plot, spend_plot
+from .plots import best_so_far_plot, esc, forest_plot, heatmap_parts, lineage_plot, shout, spend_plot
 
 OUTPUT_CHARS = 240  # model output is shown cut: the rollout file holds all of it
 PLAIN_ROWS = 1024  # drill-down rows without detail kept drawn (a few shapes each; bounded all the same)
@@ -170,7 +170,7 @@ def _verdict_table(dash: Dashboard) -> str:
     head = ("tag", "against", "decision", "basis", "n", "Δ̄", "95% CI", "p", "bar", "reason")
     out = ['<table class="verdicts"><tr>' + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr>"]
     for v in dash.verdicts:
-        named = [v.tag + (" (null)" if v.null_control else ""), v.against, v.decision.upper(), v.basis]
+        named = [v.tag + (" (null)" if v.null_control else ""), v.against, shout(v.decision), v.basis]
         nums = [num(v.delta_mean, "+.4f"), interval(v.ci, "+.4f"), num(v.p_value, ".4g"), num(v.bar, ".4f")]
         cells = [*(("", c) for c in named), *(("num", c) for c in [str(v.n_tasks), *nums]), ("", v.reason)]
         out.append("<tr>" + "".join(f'<td class="{k}">{esc(c)}</td>' for k, c in cells) + "</tr>")

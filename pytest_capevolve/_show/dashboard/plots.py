@@ -127,6 +127,12 @@ def reward_colour(value: float) -> str:
 DECISION_KINDS = ("seed", "accept", "reject", "indecisive", "inconclusive", "provisional")
 
 
+def shout(decision: str) -> str:
+    """A decision in capitals, its label (``accept (adopted: … at α = 0.05 …)``) as written."""
+    word, space, label = decision.partition(" ")
+    return word.upper() + space + label
+
+
 def decision_class(decision: str | None) -> str:
     """A decision as a CSS class: one of a fixed set (a run dir's text never becomes a class)."""
     return decision if decision in DECISION_KINDS else "other"
@@ -291,11 +297,11 @@ def forest_plot(rows: list[VerdictRow], null_band: float | None) -> str:
         cy = top + ROW_H * i + ROW_H / 2
         kind = "null" if row.null_control else "candidate"
         parts.append(f'<g class="forest-row {kind} decision-{decision_class(row.decision)}">')
-        parts.append(title(f"{row.tag} vs {row.against}: {row.decision.upper()} — {row.reason}"))
+        parts.append(title(f"{row.tag} vs {row.against}: {shout(row.decision)} — {row.reason}"))
         label = f"{row.tag}{' (null)' if row.null_control else ''}"
         parts.append(text(8, cy + 4, label, "row-label", "start"))
         parts.append(
-            text(label_w - 8, cy + 4, row.decision.upper(), f"decision {decision_class(row.decision)}", "end")
+            text(label_w - 8, cy + 4, shout(row.decision), f"decision {decision_class(row.decision)}", "end")
         )
         if row.delta_mean is None:
             parts.append(

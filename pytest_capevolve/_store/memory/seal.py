@@ -12,6 +12,7 @@ import os
 from typing import IO, Any
 
 from ..._project.splits import TEST_SPLIT, TestSealError
+from ..._project.way_on import pasteable
 from ..files import atomic_write_json, read_json
 from ..log.event_kinds import TEST_OPENED, TEST_SCORED
 from ..rollouts.record import RolloutRecord
@@ -129,8 +130,9 @@ class Seal:
     def test_rollouts(self) -> list[RolloutRecord]:
         """Persisted test rollouts: for the claim holder, or anyone once burned."""
         if not self.held and self.burned() is None:
+            finalize = pasteable("pytest --capevolve-finalize PROJECT", self.rundir.project_dir)
             raise TestSealError(
                 f"run {self.rundir.run_id}: the test split is sealed until finalize "
-                "(pytest --capevolve-finalize PROJECT); its rollouts cannot be read before"
+                f"({finalize}); its rollouts cannot be read before"
             )
         return self.rundir.rollouts._read_rollouts(TEST_SPLIT)
