@@ -171,15 +171,13 @@ def loop_default(spec: Spec, rundir: RunDir | None, overrides: Mapping[str, str]
     return replace(spec, gate_alpha_schedule=schedule), why
 
 
-def frozen_schedule(rundir: RunDir | None) -> str | None:
-    if rundir is None:
-        return None
+def frozen_schedule(rundir: RunDir) -> str | None:
     frozen = rundir.log.of_kinds(GATE_SETTINGS_FROZEN)
     found = (frozen[0].get("settings") or {}).get(KEY) if frozen else None
     return found if isinstance(found, str) and found in SCHEDULES else None
 
 
-def run_loop_schedule(rundir: RunDir | None) -> str:
+def run_loop_schedule(rundir: RunDir) -> str:
     """The schedule a loop's gates use when the spec names none: the one the run froze, else the loop's."""
     return frozen_schedule(rundir) or LOOP_SCHEDULE
 
