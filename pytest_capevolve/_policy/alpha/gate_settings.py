@@ -189,7 +189,8 @@ def constant_run_note(rundir: RunDir, spec_names_one: bool) -> str | None:
     return (
         f"run {rundir.run_id} froze gate_alpha_schedule constant at its first decision (a one-shot gate): "
         "this loop gates each candidate at the full α, so false accepts grow with the decisions (docs: α "
-        f"across a run); for {LOOP_SCHEDULE}, start it in a new run: capevolve hill-climb --new-run"
+        f"across a run); for {LOOP_SCHEDULE}, start it in a new run: capevolve hill-climb --new-run (an "
+        "accept of this run that its optimizer proposes again is adopted there, labelled with its level)"
     )
 
 
