@@ -176,8 +176,8 @@ def test_an_accept_at_a_looser_alpha_is_not_adopted_by_a_run_at_the_owners(
 @pytest.mark.attack(
     "laundering",
     attack=(
-        "a candidate accepted in a run at the spec's constant α; a new run frozen at `addis` (as "
-        "`capevolve hill-climb` runs, `-o capevolve_gate_alpha_schedule=addis`) gated its bytes, "
+        "a candidate accepted in a run at the spec's constant α of 0.25; a new run at α 0.05 frozen at `addis` "
+        "(as `capevolve hill-climb` runs, `-o capevolve_gate_alpha_schedule=addis`) gated its bytes, "
         '`REPEAT`, the session said "not adopted", and `capevolve commit --decision accept` adopted '
         "them anyway: commit compared the spec's settings, not the ones the run froze (and refused "
         "the opposite case naming a schedule the run never had)"
@@ -192,10 +192,11 @@ def test_an_accept_is_compared_with_the_settings_the_new_run_froze_not_the_spec(
     (project / "candidates" / "noop").rename(project / "candidates" / "c18")
     projects.edit_spec(project, "gate_alpha: 0.05", "gate_alpha: 0.25")  # its draws: p = 0.09, accepted
     assert capevolve(project, "c18", gate=True).ret == 0
+    projects.edit_spec(project, "gate_alpha: 0.25", "gate_alpha: 0.05")  # 0.25 > 0.05: any schedule refuses
     addis = ["--capevolve-new-run", "--capevolve-commit", "none", "-o", "capevolve_gate_alpha_schedule=addis"]
     again = capevolve(project, "c18", gate=True, extra=addis)
     assert again.ret == 15, again.stdout.str()[-2000:]  # REPEAT of the accept, not adopted
     capsys.readouterr()
     assert main(["commit", "c18", "--project", str(project), "--decision", "accept"]) != 0
     said = capsys.readouterr().err
-    assert "(this run: addis)" in said and "gate a changed version" in said, said
+    assert "gate_alpha_schedule constant (this run: addis)" in said and "gate a changed version" in said, said

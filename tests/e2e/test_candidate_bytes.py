@@ -571,18 +571,32 @@ def test_hill_climb_in_a_new_run_adopts_the_last_runs_accept_then_gates_against_
         assert verdict["against"] == "cand_0001" and verdict["n_tasks"] == 12, verdict
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "a candidate accepted by a one-shot gate at `-o capevolve_gate_alpha=0.25` (constant); in a new run "
+        "at the owner's α of 0.05 (`capevolve hill-climb --new-run`, addis), the optimizer proposes its bytes "
+        "again, hoping the loop adopts them as it adopts a constant run's accept decided at α ≤ 0.05"
+    ),
+    outcome=(
+        "not adopted: an accept under another schedule is adopted only at a level ≤ this run's α; the "
+        "iteration is booked `indecisive (repeat)`, its line naming the settings and the way on"
+    ),
+)
 def test_hill_climb_books_a_repeat_of_accepted_bytes_and_says_so(example, projects, capevolve, capsys):
     """Issue 38, trap 7c: an optimizer's output byte-identical to bytes accepted earlier (here in
     another run) is never paid for, and is booked (the loop counts the iteration and its
     proposer's spend); the ledger's note and the log line say so, where they repeated the gate's
-    "nothing new decided or booked" beside the booking."""
+    "nothing new decided or booked" beside the booking. Accepted at α = 0.25, they are not adopted
+    by a run at α = 0.05 (the schedule alone would not stop them)."""
     import sys
 
     from cli_calls import hill_climb
 
     project = example("toy_calc")
-    gated = capevolve(project, "careful", gate=True, extra=["--capevolve-commit", "auto"])
-    assert gated.ret == 0, gated.stdout.str()  # careful accepted in the first run
+    loose = ["--capevolve-commit", "auto", "-o", "capevolve_gate_alpha=0.25"]
+    gated = capevolve(project, "careful", gate=True, extra=loose)
+    assert gated.ret == 0, gated.stdout.str()  # careful accepted in the first run, at α = 0.25
     (project / "copier.py").write_text(COPIER)
     optimizer = f"{sys.executable} copier.py {{workdir}}"
     code, summary, err = hill_climb(
@@ -600,11 +614,12 @@ def test_hill_climb_books_a_repeat_of_accepted_bytes_and_says_so(example, projec
     assert "booked indecisive (repeat)" in row and "nothing new decided or booked" not in row
     line = next(line for line in err.splitlines() if line.startswith("iter 1:"))
     assert "booked indecisive (repeat)" in line and "nothing new decided or booked" not in line
-    # not adopted: it says why (the gate session froze α constant there, hill-climb's new run
-    # addis: another question) and the way on
+    # not adopted: it says why (decided at α = 0.25 there, constant; this run's α is 0.05) and the
+    # way on (a new run at α 0.25 adopts it, at any schedule)
     assert "not adopted: 'careful' was accepted in run " in line
-    assert "under gate_alpha_schedule constant (this run: addis)" in line
-    assert "or adopt it in a new run whose spec names gate_alpha_schedule: constant" in line
+    assert "under gate_alpha 0.25 (this run: 0.05), gate_alpha_schedule constant (this run: addis)" in line
+    assert line.count("gate_alpha_schedule") == 1  # the way on names no schedule
+    assert "or adopt it in a new run whose spec names gate_alpha: 0.25." in line
     assert "cand_0001: no gate, no rollout: byte-identical to 'careful'" in err
 
 

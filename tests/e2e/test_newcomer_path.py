@@ -2,9 +2,10 @@
 order (tests/docs_commands.py): ``init`` → ``check`` → ``baseline`` → gate → ``commit`` →
 ``hill-climb`` → a look at ``measure`` (which must not spend the test score) → finalize →
 ``measure``; then a new run, where the accepted candidate comes back as ``REPEAT`` and the
-command that line names adopts it; then ``hill-climb --new-run``, whose optimizer proposes those
-bytes again: not adopted under the loop's α schedule, the line says why and the way on, which
-adopts them, and the loop goes on from them (issue 38: no refusal without a way on that works); the
+command that line names adopts it; then ``hill-climb --new-run``, as the first loop's note on
+its ``constant`` run says, whose optimizer proposes those bytes again: adopted under the loop's
+``addis`` (decided at α = 0.05 ≤ this run's α), and the loop goes on from them (issue 38: the
+note's way on and the adoption do not contradict each other); the
 report labels the adoption as booked, α and all (traps 1 and 3).
 
 Each command must exit as written and print the lines under it (``…`` matches anything), so a
@@ -38,6 +39,7 @@ $ capevolve hill-climb --optimizer "python optimizer.py {workdir}" --max-iterati
 …
 best 'convert-units'; …
 stopped: max iterations: …
+…froze gate_alpha_schedule constant…for addis, start it in a new run: capevolve hill-climb --new-run (an accept of this run that its optimizer proposes again is adopted there, …
 $ capevolve measure
 test split sealed: this table is val only; `capevolve measure --finalize` scores the test split once …
 …
@@ -76,19 +78,16 @@ best − seed on test: +…
 THE_LOOP_PROPOSES_IT_AGAIN = """
 ```console
 $ cd my-agent
-$ capevolve hill-climb --optimizer "python optimizer.py {workdir}" --new-run --max-iterations 1
+$ capevolve hill-climb --optimizer "python optimizer.py {workdir}" --new-run --max-iterations 3
 …
 cand_0001: no gate, no rollout: byte-identical to 'convert-units' of another run
-iter 1: indecisive cand_0001 vs seed — repeat: …not adopted: …under gate_alpha_schedule constant (this run: addis)…; gate a changed version, or adopt it in a new run whose spec names gate_alpha_schedule: constant. …
-$ echo "gate_alpha_schedule: constant" >> capevolve.yaml
-$ capevolve hill-climb --optimizer "python optimizer.py {workdir}" --new-run --max-iterations 2
-…
 iter 1: ACCEPT cand_0001 vs seed: never paid for: byte-identical to 'convert-units' (accepted at α = 0.05…) in an earlier run against the same bytes as this run's best: adopted as this run's best, labelled, not gated again…
 no baseline yet (the best's val rollouts): running a plain evaluation session
 iter 2: reject cand_0002 vs cand_0001 — repeat: …
+iter 3: reject cand_0003 vs cand_0001 — repeat: …
 $ capevolve measure
 …
-NOTE the best 'cand_0001' is adopted: accepted against the same bytes as 'seed' in run … not gated again
+NOTE the best 'cand_0001' is adopted: accepted against the same bytes as 'seed' in run … under gate_alpha_schedule constant at α = 0.05, as recorded, not gated again
 ```
 """
 
@@ -113,6 +112,6 @@ def test_the_newcomers_path_and_a_repeat_in_a_new_run_have_no_dead_end(tmp_path:
     assert "adopted: accepted against the same bytes as 'seed' in run " in lineage, lineage
     assert "at α = 0.05" in lineage and "Α" not in report + (runs[1] / "dashboard.html").read_text()
     assert "nothing new decided or booked" not in lineage  # it was booked: the ledger's row says so
-    assert len(play(THE_LOOP_PROPOSES_IT_AGAIN, tmp_path)) == 4
+    assert len(play(THE_LOOP_PROPOSES_IT_AGAIN, tmp_path)) == 2
     loop = sorted((tmp_path / "my-agent" / ".capevolve" / "runs").iterdir())[-1]
     assert json.loads((loop / "state.json").read_text())["best_id"] == "cand_0001"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,18 @@ def test_only_a_gate_accept_on_the_same_val_is_adopted() -> None:
     assert forced.startswith("against its gate (which said 'reject'): only a gate's accept is adopted")
     overlap = Earlier("careful", "run-1", "accept", None, val_overlap=(11, 12, 13))
     assert "on a val of 12 tasks sharing 11 of this run's 13" in _another_question(same, {}, SPEC, overlap)
+
+
+def test_an_accept_under_another_alpha_schedule_is_adopted_only_at_a_level_within_this_runs_alpha() -> None:
+    """Issue 38: a one-shot gate's accept (constant) is adopted by a loop's run (addis) when the level it
+    was decided at is ≤ this run's α; the schedule alone never sends the user to a constant run."""
+    loop = replace(SPEC, gate_alpha_schedule="addis")
+    constant = {**settings_of(SPEC), "gate_alpha_schedule": "constant"}
+    at = {"mode": "exact", "alpha": 0.05}
+    assert _another_question({**accepted(gate_settings=constant), **at}, {}, loop, EARLIER) == ""
+    unknown = _another_question(accepted(gate_settings=constant), {}, loop, EARLIER)  # records no level
+    assert "under gate_alpha_schedule constant (this run: addis)" in unknown
+    looser = {**accepted(gate_settings={**constant, "gate_alpha": 0.25}), "mode": "exact", "alpha": 0.25}
+    said = _another_question(looser, {}, loop, EARLIER)
+    assert "gate_alpha 0.25 (this run: 0.05), gate_alpha_schedule constant (this run: addis)" in said
+    assert said.endswith("a new run whose spec names gate_alpha: 0.25"), said

@@ -171,15 +171,13 @@ def loop_default(spec: Spec, rundir: RunDir | None, overrides: Mapping[str, str]
     return replace(spec, gate_alpha_schedule=schedule), why
 
 
-def frozen_schedule(rundir: RunDir | None) -> str | None:
-    if rundir is None:
-        return None
+def frozen_schedule(rundir: RunDir) -> str | None:
     frozen = rundir.log.of_kinds(GATE_SETTINGS_FROZEN)
     found = (frozen[0].get("settings") or {}).get(KEY) if frozen else None
     return found if isinstance(found, str) and found in SCHEDULES else None
 
 
-def run_loop_schedule(rundir: RunDir | None) -> str:
+def run_loop_schedule(rundir: RunDir) -> str:
     """The schedule a loop's gates use when the spec names none: the one the run froze, else the loop's."""
     return frozen_schedule(rundir) or LOOP_SCHEDULE
 
@@ -191,7 +189,8 @@ def constant_run_note(rundir: RunDir, spec_names_one: bool) -> str | None:
     return (
         f"run {rundir.run_id} froze gate_alpha_schedule constant at its first decision (a one-shot gate): "
         "this loop gates each candidate at the full α, so false accepts grow with the decisions (docs: α "
-        f"across a run); for {LOOP_SCHEDULE}, start it in a new run: capevolve hill-climb --new-run"
+        f"across a run); for {LOOP_SCHEDULE}, start it in a new run: capevolve hill-climb --new-run (an "
+        "accept of this run that its optimizer proposes again is adopted there, labelled with its level)"
     )
 
 

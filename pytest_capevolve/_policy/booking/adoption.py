@@ -1,6 +1,7 @@
 """Adopting bytes an earlier run accepted (``capevolve commit TAG --decision accept`` on a ``REPEAT``,
 ``capevolve hill-climb`` on its optimizer's repeat): only its gate's accept, against the same bytes as
-this run's best, on the same val, under the same recorded gate settings and harness. Booked, it moves the
+this run's best, on the same val, under the same recorded gate settings (the α schedule aside, when the level
+it was decided at is ≤ this run's α) and harness. Booked, it moves the
 best unpaid; the next session that needs the best's val rollouts pays them once in this run, as the seed's
 baseline (docs/explanation/a-candidate-is-its-bytes.md says why they are not carried over)."""
 
@@ -15,7 +16,8 @@ from ..._store.decisions.state_tally import label_of
 from ..._store.files import RunDirError
 from ..._store.log.event_kinds import DECISION
 from ..._store.rundir import RunDir
-from ..alpha.gate_settings import decided_under, settings_of
+from ..alpha.gate_settings import KEY, decided_under, settings_of
+from ..gate.regate import decided_level
 from ..repeats.identity import Earlier, decided_in_project, registered_hashes
 from .commit_checks import CommitRefused
 
@@ -52,8 +54,9 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Sp
         why = f"against {against!r} there, whose bytes differ from this run's best {best!r}: not adopted"
     if why:
         raise CommitRefused(f"{accepted} {why}" + ("" if "; " in why else f"; {WAY_ON}"))
-    level = f" at {earlier.level}" if earlier.level else ""
-    label = f"adopted: accepted against the same bytes as {best!r} in run {earlier.run_id}{level}"
+    schedule, level = decided["details"]["gate_settings"].get(KEY), decided_level(decided)  # as decided
+    at = f" under gate_alpha_schedule {schedule}" + (f" at {level.text}" if level else "")
+    label = f"adopted: accepted against the same bytes as {best!r} in run {earlier.run_id}{at}"
     if said := label_of(booked[0]):  # re-gated under a changed harness there: so it stays
         label = f"{said.split(' — ')[0]} — in run {earlier.run_id}, adopted"
     return Adopted(label + ", not gated again", there.snapshots.snapshot_dir(earlier.tag))
@@ -61,7 +64,8 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Sp
 
 def _another_question(decided: dict[str, Any], booked: dict[str, Any], spec: Spec, earlier: Earlier) -> str:
     """Why the earlier accept was not its gate's, or answered another question (another val, any gate
-    setting, or one its verdict does not record) or harness; "" when it answered this run's."""
+    setting but the α schedule at a level ≤ this run's α, or one its verdict does not record) or harness;
+    "" when it answered this run's."""
     theirs = (decided.get("details") or {}).get("gate_settings")
     if booked.get("against_gate") or decided.get("decision") != "accept":
         return f"against its gate (which said {decided.get('decision')!r}): only a gate's accept is adopted"
@@ -69,9 +73,12 @@ def _another_question(decided: dict[str, Any], booked: dict[str, Any], spec: Spe
         return f"on another val ({earlier.where()}): an accept decided on other tasks is not adopted"
     if not isinstance(theirs, dict):
         return "by a verdict that records no gate settings: the question it answered is unknown"
-    if differ := {k: v for k, v in settings_of(spec).items() if theirs.get(k, ...) != v}:
+    differ = {k: v for k, v in settings_of(spec).items() if theirs.get(k, ...) != v}
+    if (level := decided_level(decided)) and float(level.alpha) <= spec.gate_alpha and KEY in theirs:
+        differ.pop(KEY, None)  # a single test at a level ≤ this run's α is as strict as a one-shot gate here
+    if differ:
         said = ", ".join(f"{k} {theirs.get(k, 'not recorded')} (this run: {v})" for k, v in differ.items())
-        named = ", ".join(f"{k}: {theirs[k]}" for k in differ if k in theirs)
+        named = ", ".join(f"{k}: {theirs.get(k)}" for k in differ if k != KEY or len(differ) < 2)
         there = (
             f", or adopt it in a new run whose spec names {named}" if differ.keys() <= theirs.keys() else ""
         )
