@@ -79,7 +79,10 @@ def play(
     text: str, cwd: Path, *, timeout: float = 600, inside: Sequence[str] = ()
 ) -> list[tuple[Command, subprocess.CompletedProcess[str]]]:
     """Run a page's commands in order from ``cwd``; assert each exits and prints as the page says.
-    ``inside``: the command each runs in (``capevolve agent --``: the playbooks' agent)."""
+    ``inside``: the command they all run in, one shell for the whole page (``capevolve agent --``:
+    the playbooks' agent, started once as an agent is)."""
+    if inside:
+        return _checked(_in_one_shell(commands(text), cwd, timeout, inside))
     env = environment()
     ran = []
     for command in commands(text):
@@ -89,17 +92,78 @@ def play(
             assert cwd.is_dir(), command.line
             continue
         result = subprocess.run(
-            [*inside, "bash", "-c", command.line],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
+            ["bash", "-c", command.line], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
         )
+        ran += _checked([(command, result)])
+    return ran
+
+
+def _checked(
+    ran: list[tuple[Command, subprocess.CompletedProcess[str]]],
+) -> list[tuple[Command, subprocess.CompletedProcess[str]]]:
+    for command, result in ran:
         output = (result.stdout + result.stderr).splitlines()
         shown = f"$ {command.line}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
         assert result.returncode == command.exit_code, shown
         missing = unmatched(command.expected, output)
         assert not missing, f"not printed: {missing[0]!r}\n{shown}"
-        ran.append((command, result))
     return ran
+
+
+MARK = "@@docs-commands"
+
+
+def _in_one_shell(
+    page: list[Command], cwd: Path, timeout: float, inside: Sequence[str]
+) -> list[tuple[Command, subprocess.CompletedProcess[str]]]:
+    """Every command of the page in one bash started by ``inside``, each in a subshell of its
+    own; a line on both streams before each command and its exit code after it split what each
+    printed (a ``cd`` line moves the shell itself)."""
+    script = []
+    for i, command in enumerate(page):
+        if shlex.split(command.line)[0] == "cd":
+            script.append(command.line)
+            continue
+        script.append(f"printf '\\n{MARK} {i}\\n'; printf '\\n{MARK} {i}\\n' >&2")
+        script.append(f"( {command.line}\n) < /dev/null; printf '\\n{MARK} {i} exit %d\\n' $?")
+    done = subprocess.run(
+        [*inside, "bash", "-c", "\n".join(script)],
+        cwd=cwd,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    outs, errs, codes = _split(done.stdout), _split(done.stderr), {}
+    for i, lines in outs.items():
+        ends = [at for at, line in enumerate(lines) if line.startswith(f"{MARK} {i} exit ")]
+        if ends:
+            codes[i] = int(lines[ends[-1]].rsplit(" ", 1)[1])
+            del lines[ends[-1] :]
+    ran = []
+    for i, command in enumerate(page):
+        if shlex.split(command.line)[0] == "cd":
+            continue
+        shown = f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        assert i in codes, (
+            f"$ {command.line}: never ran to its end (the shell exited {done.returncode})\n{shown}"
+        )
+        stdout, stderr = (
+            "".join(f"{line}\n" for line in outs[i]),
+            "".join(f"{line}\n" for line in errs.get(i, [])),
+        )
+        ran.append((command, subprocess.CompletedProcess(command.line, codes[i], stdout, stderr)))
+    return ran
+
+
+def _split(stream: str) -> dict[int, list[str]]:
+    """A stream's lines after each command's mark, by the command's index."""
+    parts: dict[int, list[str]] = {}
+    at = None
+    for line in stream.splitlines():
+        if line.startswith(f"{MARK} ") and line[len(MARK) + 1 :].isdigit():
+            at = int(line[len(MARK) + 1 :])
+            parts[at] = []
+        elif at is not None:
+            parts[at].append(line)
+    return parts

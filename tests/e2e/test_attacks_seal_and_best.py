@@ -55,7 +55,10 @@ def test_a_finalize_that_deselects_part_of_the_test_plan_is_refused_before_any_r
         assert "a finalize runs the whole test plan" in line and selection[0] in line
         assert not list((run_dir / "rollouts").glob("test/*.json"))  # nothing paid
         assert not [e for e in _events(run_dir) if e["kind"] in ("test_opened", "test_scored")]
-    assert capevolve(project, "improved", gate=True).ret in (0, 10)  # nothing was opened
+    assert capevolve(project, "improved", gate=True, extra=["--capevolve-null", "0"]).ret in (
+        0,
+        10,
+    )  # nothing was opened
 
 
 class _StopsBeforeTheBurn:
@@ -202,7 +205,11 @@ def test_collecting_a_finalize_names_no_test_task_and_opens_nothing(example, pro
 )
 def test_an_accept_is_not_booked_in_a_finalized_run(example, projects, capevolve, capsys):
     project = example("noisy_agent")
-    gate = capevolve(project, "improved", gate=True, extra=["--capevolve-commit", "none"])
+    # two trials and no null controls: improved is accepted at n = 2 (the README's command at n = 2)
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
+    gate = capevolve(
+        project, "improved", gate=True, extra=["--capevolve-null", "0", "--capevolve-commit", "none"]
+    )
     assert gate.ret == 0 and "improved" in gate.stdout.str()
     refused = capevolve(project, finalize=True)
     assert refused.ret == 4 and "no decision books" in refused.stderr.str(), refused.stderr.str()

@@ -48,18 +48,29 @@ def compare_in_process(
 
 
 @pytest.fixture(scope="module")
-def inspect_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """seed.eval, terse.eval (seed 0) and terse-again.json (seed 1), written by inspect itself."""
+def inspect_how_to(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[int], Path]:
+    """docs/how-to/compare-inspect.md's console blocks, played in a fresh folder holding the
+    script and the example it uses: their exit codes, and the logs its first command wrote there
+    with inspect itself (seed.eval, terse.eval at seed 0, terse-again.json at seed 1). One inspect
+    run for the module: the page's logs are the ones the tests below read."""
     pytest.importorskip("inspect_ai", reason="needs the `inspect` extra")
-    out = tmp_path_factory.mktemp("inspect-logs")
-    made = subprocess.run(
-        [sys.executable, str(REPO / "tests" / "make_inspect_logs.py"), str(out)],
-        capture_output=True,
-        text=True,
-        check=False,
+    folder = tmp_path_factory.mktemp("inspect-how-to")
+    (folder / "tests").mkdir()
+    shutil.copy(REPO / "tests" / "make_inspect_logs.py", folder / "tests")
+    shutil.copytree(
+        REPO / "examples" / "inspect_task",
+        folder / "examples" / "inspect_task",
+        ignore=shutil.ignore_patterns(".capevolve", "__pycache__"),
     )
-    assert made.returncode == 0, made.stderr
-    return out
+    ran = play((REPO / "docs" / "how-to" / "compare-inspect.md").read_text(encoding="utf-8"), folder)
+    return [result.returncode for _, result in ran], folder / "logs"
+
+
+@pytest.fixture
+def inspect_logs(inspect_how_to: tuple[list[int], Path]) -> Path:
+    logs = inspect_how_to[1]
+    assert {"seed.eval", "terse.eval", "terse-again.json"} <= {path.name for path in logs.iterdir()}
+    return logs
 
 
 def test_a_better_prompt_in_a_live_inspect_log_is_accepted_with_its_markdown(inspect_logs: Path) -> None:
@@ -119,19 +130,10 @@ def test_csv_runs_exit_as_a_gate_does(tmp_path: Path, compare_in_process) -> Non
     assert compare(base, cwd=tmp_path).returncode == 4  # one run is nothing to compare
 
 
-def test_the_inspect_how_to_runs_as_written(tmp_path: Path) -> None:
-    """docs/how-to/compare-inspect.md's console blocks, played in a fresh folder holding the
-    script and the example it uses: the numbers the page shows are the ones the command prints."""
-    pytest.importorskip("inspect_ai", reason="needs the `inspect` extra")
-    (tmp_path / "tests").mkdir()
-    shutil.copy(REPO / "tests" / "make_inspect_logs.py", tmp_path / "tests")
-    shutil.copytree(
-        REPO / "examples" / "inspect_task",
-        tmp_path / "examples" / "inspect_task",
-        ignore=shutil.ignore_patterns(".capevolve", "__pycache__"),
-    )
-    ran = play((REPO / "docs" / "how-to" / "compare-inspect.md").read_text(encoding="utf-8"), tmp_path)
-    assert [result.returncode for _, result in ran] == EXITS["inspect"]
+def test_the_inspect_how_to_runs_as_written(inspect_how_to: tuple[list[int], Path]) -> None:
+    """docs/how-to/compare-inspect.md's console blocks (played by ``inspect_how_to``): the numbers
+    the page shows are the ones the command prints, and its commands exit as it says."""
+    assert inspect_how_to[0] == EXITS["inspect"]
 
 
 # Each source's how-to page: the exit codes of its commands, in order (what a CI job branches on).

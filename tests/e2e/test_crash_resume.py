@@ -66,6 +66,19 @@ def crashy_project(example, projects) -> Path:
     return project
 
 
+@pytest.fixture
+def clean_careful(built, example, capevolve) -> Path:
+    """toy_calc after an uncrashed session of 'careful': the records a crash and resume must end
+    at, built once per process (``built``)."""
+
+    def make() -> tuple[Path, None]:
+        clean = example("toy_calc", dest="clean")
+        assert capevolve(clean, "careful").ret == 0
+        return clean, None
+
+    return built("toy-calc-careful-clean", "clean", make)[0]
+
+
 @pytest.mark.attack(
     "candidate-code",
     attack="the same, by killing its own session (`os.kill` of the process that runs it)",
@@ -90,7 +103,7 @@ def crashy_project(example, projects) -> Path:
     ],
 )
 def test_sigkilled_run_resumes_to_the_same_records(
-    example,
+    clean_careful: Path,
     projects,
     capevolve,
     crashy_project: Path,
@@ -98,9 +111,7 @@ def test_sigkilled_run_resumes_to_the_same_records(
     mode: list[str],
     who: str,
 ) -> None:
-    clean = example("toy_calc", dest="clean")
-    assert capevolve(clean, "careful").ret == 0
-    expected = projects.rollout_records(clean)
+    expected = projects.rollout_records(clean_careful)
 
     project = crashy_project
     monkeypatch.setenv("CAPEVOLVE_TEST_KILL_AFTER", "9")
@@ -123,7 +134,7 @@ def test_sigkilled_run_resumes_to_the_same_records(
     assert 0 < len(partial) < 24 and len(on_disk) - len(partial) <= 1
 
     monkeypatch.delenv("CAPEVOLVE_TEST_KILL_AFTER")
-    resumed = capevolve(project, "careful", extra=mode, subprocess=True, timeout=300)
+    resumed = capevolve(project, "careful", extra=mode)  # kills nothing: in process
     assert resumed.ret == 0, resumed.stdout.str()
     resumed.stdout.fnmatch_lines([f"rollouts: {24 - len(partial)} paid, {len(partial)} reused*"])
     assert projects.rollout_records(project) == expected

@@ -52,3 +52,20 @@ def test_the_runner_catches_output_a_page_claims_but_the_command_does_not_print(
         play("```console\n$ echo hello\ngoodbye\n```\n", Path("."))
     with pytest.raises(AssertionError):
         play("```console\n$ false\n```\n", Path("."))
+
+
+def test_a_page_played_in_one_shell_gives_each_command_its_own_output_and_exit(tmp_path: Path) -> None:
+    """``inside=``: the page's commands in one shell (the playbooks' one agent), split again."""
+    page = (
+        "```console\n$ printf out; printf err >&2\nout\nerr\n$ cd sub\n"
+        "$ pwd; echo gone >&2; exit 3  # exit 3\n…/sub\ngone\n$ echo last\nlast\n```\n"
+    )
+    (tmp_path / "sub").mkdir()
+    ran = play(page, tmp_path, inside=("env",))
+    assert [result.returncode for _, result in ran] == [0, 3, 0]
+    assert [result.stdout.split() for _, result in ran] == [["out"], [str(tmp_path / "sub")], ["last"]]
+    assert [result.stderr.split() for _, result in ran] == [["err"], ["gone"], []]
+    with pytest.raises(AssertionError, match="not printed"):
+        play("```console\n$ echo hello\ngoodbye\n```\n", tmp_path, inside=("env",))
+    with pytest.raises(AssertionError):
+        play("```console\n$ true\n$ exit 1\n```\n", tmp_path, inside=("env",))

@@ -33,7 +33,8 @@ def gated_project(improved_gated, projects) -> Path:
 def _gated(example, projects, capevolve) -> Path:
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
-    result = capevolve(project, "improved", gate=True)
+    # no null controls: a finalize scores the best and the seed only
+    result = capevolve(project, "improved", gate=True, extra=["--capevolve-null", "0"])
     assert result.ret == 0, result.stdout.str()
     assert json.loads((projects.run_dir(project) / "state.json").read_text())["best_id"] == "improved"
     return project

@@ -91,8 +91,8 @@ def _round_of_two(built, example, capevolve) -> tuple[Path, pytest.RunResult]:
     process, both tests below start from a copy (each merges and gates in its own)."""
 
     def make() -> tuple[Path, pytest.RunResult]:
-        project = example("noisy_agent")
-        return project, capevolve(project, "improved", "policy", gate=True)
+        project = example("noisy_agent")  # no null controls: what a merge asks is the siblings' verdicts
+        return project, capevolve(project, "improved", "policy", gate=True, extra=["--capevolve-null", "0"])
 
     return built("merge-round-of-two", "noisy_agent", make)
 
@@ -128,7 +128,7 @@ def test_a_merge_of_two_helping_siblings_is_accepted_over_either_alone(built, ex
     # a tag names one candidate forever: the same merge again is refused
     assert cli(capsys, "merge", "improved", "policy", "--tag", "merged", "--project", str(project))[0] == 2
 
-    gated = capevolve(project, work, gate=True)  # the merged work copy
+    gated = capevolve(project, work, gate=True, extra=["--capevolve-null", "0"])  # the merged work copy
     assert gated.ret == 0, gated.stdout.str()
     gated.stdout.fnmatch_lines(["*merged*ACCEPT*", "*merged: booked accept*"])
     verdict = json.loads((run_dir(project) / "verdicts" / "merged.json").read_text())

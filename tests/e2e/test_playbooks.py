@@ -1,6 +1,6 @@
 """The playbooks shipped for coding agents (pytest_capevolve/skills/*/SKILL.md): each one's
 commands, played in order on a fresh ``capevolve init`` project whose ``optimizer.py`` is the
-scripted proposer, each inside ``capevolve agent --`` as the playbooks say an agent runs, exit and
+scripted proposer, all inside one ``capevolve agent --`` as an agent runs them, exit and
 print as the playbook says (tests/docs_commands.py): what they tell an agent works through the
 broker."""
 

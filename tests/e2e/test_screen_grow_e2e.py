@@ -79,7 +79,8 @@ def test_a_regression_is_killed_at_tier_one_and_an_improvement_promoted_then_acc
     assert ledger["net_rollouts"] == ledger["saved"] - ledger["fired"]
     assert rollout_files(run, "regressed") == fired_regressed  # nothing more paid for the kill
 
-    gated = capevolve(project, "improved", gate=True, extra=xdist_args)
+    # no null controls: what is asked is that the gate reuses the screen's rollouts and accepts
+    gated = capevolve(project, "improved", gate=True, extra=["--capevolve-null", "0", *xdist_args])
     assert gated.ret == 0, gated.stdout.str()
     gated.stdout.fnmatch_lines(["improved*ACCEPT*", "improved: booked accept"])
     assert rollout_files(run, "improved") == VAL_TASKS * TRIALS  # the screen's 50 reused, 150 paid

@@ -164,12 +164,13 @@ def test_every_room_of_a_floor_in_rooms_has_its_place_in_the_floors_order() -> N
 def test_a_new_module_gets_its_row_from_its_docstring_and_one_without_is_refused(tmp_path: Path) -> None:
     package = tmp_path / "pytest_capevolve"
     shutil.copytree(REPO / "pytest_capevolve", package, ignore=shutil.ignore_patterns("__pycache__"))
-    assert reference.code_layout_markdown(package) == reference.code_layout_markdown()
+    here = reference.code_layout_markdown()  # of this checkout's package
+    assert reference.code_layout_markdown(package) == here
     probe = package / "_stats" / "zz_probe.py"
     probe.write_text('"""A probe module: ``x`` by :func:`.core.mean`.\n\nMore."""\n', encoding="utf-8")
     grown = reference.code_layout_markdown(package)
     assert "| `zz_probe` | A probe module: `x` by `core.mean`. |" in grown.split("### `_stats/`")[1]
-    assert grown != reference.code_layout_markdown()  # the committed page is stale until regenerated
+    assert grown != here  # the committed page is stale until regenerated
     probe.write_text("x = 1\n", encoding="utf-8")
     with pytest.raises(ValueError, match="zz_probe.py: no docstring"):
         reference.code_layout_markdown(package)
