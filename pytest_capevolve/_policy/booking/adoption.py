@@ -41,10 +41,13 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Sp
         return None
     there = RunDir(rundir.root.parent / earlier.run_id)
     accepted = f"{earlier.tag!r} was accepted in run {earlier.run_id}"
-    try:  # the verdict as that run's gate logged it, and the decision booked on it
+    snapshot = there.snapshots.snapshot_dir(earlier.tag)
+    try:  # the verdict as that run's gate logged it, the decision booked on it, and the bytes it accepted
         decided = there.verdicts.checked(earlier.tag) or {}
         booked = [dict(e) for e in there.log.of_kinds(DECISION) if e.get("tag") == earlier.tag][-1:] or [{}]
-    except (RunDirError, OSError) as exc:
+        if content_hash(snapshot).removeprefix("sha256:") != digest:  # what this run would register
+            raise RunDirError(f"its snapshot {snapshot} no longer holds the bytes it registered")
+    except (RunDirError, OSError, CandidateError) as exc:
         raise CommitRefused(f"{accepted}, but its record there does not check ({exc}); {WAY_ON}") from None
     against = decided.get("against")
     why = _another_question(decided, booked[0], decided_under(rundir, spec), earlier)  # as this run froze
@@ -56,7 +59,7 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Sp
     label = f"adopted: accepted against the same bytes as {best!r} in run {earlier.run_id}{level}"
     if said := label_of(booked[0]):  # re-gated under a changed harness there: so it stays
         label = f"{said.split(' — ')[0]} — in run {earlier.run_id}, adopted"
-    return Adopted(label + ", not gated again", there.snapshots.snapshot_dir(earlier.tag))
+    return Adopted(label + ", not gated again", snapshot)
 
 
 def _another_question(decided: dict[str, Any], booked: dict[str, Any], spec: Spec, earlier: Earlier) -> str:
