@@ -11,6 +11,11 @@ from cli_calls import run
 from fix_list_project import fixing, make_fix_list, split_ids
 
 
+def _registered(rundir) -> dict[str, str]:
+    events = [json.loads(line) for line in (rundir / "events.jsonl").read_text().splitlines()]
+    return {e["tag"]: e["content_hash"] for e in events if e["kind"] == "candidate_registered"}
+
+
 @pytest.mark.attack(
     "laundering",
     attack=(
@@ -48,3 +53,36 @@ def test_an_edited_snapshot_of_accepted_bytes_is_not_adopted(example, projects, 
         e for e in events if e["kind"] in ("decision", "candidate_registered") and e.get("tag") == "big"
     ]
     assert json.loads((second / "state.json").read_text())["best_id"] == "seed"
+
+
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "a new run whose first session met only the repeat: the accept adopted while `capability/` held "
+        "the seed it was accepted against, then `capability/` swapped for other bytes; the run's seed was "
+        "never registered, so the next sessions (and finalize's seed arm) took the new bytes for 'seed' "
+        "beside a best labelled 'accepted against the same bytes as seed'"
+    ),
+    outcome=(
+        "prevented: booking the adoption registers the bytes it was accepted against as the run's seed; "
+        "every later session (finalize's seed arm too) runs the seed from that snapshot"
+    ),
+)
+def test_an_adopted_accept_keeps_the_seed_it_was_accepted_against(example, projects, capevolve, capsys):
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    val = split_ids(project, "val")
+    fixing(project, "big", val[:5])
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
+    first = projects.run_dir(project)
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
+    assert run(capsys, "commit", "big", str(project), "--decision", "accept")[0] == 0
+    seed = project / "capability" / "prompt.md"
+    seed.write_text(seed.read_text() + "".join(f"fix {t}\n" for t in val))  # another seed, never gated
+
+    finalized = capevolve(project, finalize=True)
+
+    # before: finalize registered and scored the swapped bytes as this run's 'seed' against the
+    # adopted best; now the seed arm is the seed the accept was against
+    assert finalized.ret == 0, finalized.stdout.str()
+    assert _registered(projects.run_dir(project))["seed"] == _registered(first)["seed"]

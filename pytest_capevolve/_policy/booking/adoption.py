@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..._project.candidate import CandidateError, content_hash
+from ..._project.candidate import SEED_TAG, CandidateError, content_hash
 from ..._project.spec import Spec
 from ..._store.decisions.state_tally import label_of
 from ..._store.files import RunDirError
@@ -25,6 +25,7 @@ WAY_ON = "gate a changed version"
 class Adopted(NamedTuple):
     label: str  # what every view of this best shows
     snapshot: Path  # the earlier run's snapshot of the bytes, registered in this run on booking
+    seed: Path | None = None  # the parent's bytes, registered as this run's seed on booking when it had none
 
 
 def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Spec) -> Adopted | None:
@@ -59,7 +60,8 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Sp
     label = f"adopted: accepted against the same bytes as {best!r} in run {earlier.run_id}{level}"
     if said := label_of(booked[0]):  # re-gated under a changed harness there: so it stays
         label = f"{said.split(' — ')[0]} — in run {earlier.run_id}, adopted"
-    return Adopted(label + ", not gated again", snapshot)
+    unfrozen = best == SEED_TAG and best not in registered_hashes(rundir)  # its seed is what it was against
+    return Adopted(label + ", not gated again", snapshot, spec.capability_path if unfrozen else None)
 
 
 def _another_question(decided: dict[str, Any], booked: dict[str, Any], spec: Spec, earlier: Earlier) -> str:
@@ -90,7 +92,7 @@ def _another_question(decided: dict[str, Any], booked: dict[str, Any], spec: Spe
 def _same_parent(there: RunDir, rundir: RunDir, parent: Any, best: str, spec: Spec) -> bool:
     """Whether the earlier accept was against the same bytes as this run's best."""
     theirs, mine = registered_hashes(there).get(str(parent)), registered_hashes(rundir).get(best)
-    if mine is None and best == "seed":  # a new run whose first session met only the repeat
+    if mine is None and best == SEED_TAG:  # a new run whose first session met only the repeat
         try:
             mine = content_hash(spec.capability_path)
         except (OSError, CandidateError):

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from ..._engine import confinement
-from ..._project.candidate import CandidateError, bounded, changed_files, unified_diff
+from ..._project.candidate import SEED_TAG, CandidateError, bounded, changed_files, unified_diff
 from ..._project.spec import Spec
 from ..._show.numbers import num
 from ..._store.decisions.state_tally import short
@@ -140,6 +140,8 @@ def _label(
     if adopted is not None:  # an earlier run's accept, not gated again: every view says so
         entry["label"] = adopted.label
         rundir.snapshots.register_candidate(entry["tag"], adopted.snapshot)  # the best needs it here
+        if adopted.seed is not None:  # the bytes it was accepted against stay this run's seed
+            rundir.snapshots.register_candidate(SEED_TAG, adopted.seed)
     ledger = details.get("shared_ledger")
     if isinstance(ledger, dict):  # decided by another project's decision in the shared ledger
         entry["shared_ledger"] = {str(k): str(v) for k, v in ledger.items()}
