@@ -4,6 +4,7 @@ to get a best no gate accepted."""
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import pytest
@@ -86,3 +87,47 @@ def test_an_adopted_accept_keeps_the_seed_it_was_accepted_against(example, proje
     # adopted best; now the seed arm is the seed the accept was against
     assert finalized.ret == 0, finalized.stdout.str()
     assert _registered(projects.run_dir(project))["seed"] == _registered(first)["seed"]
+
+
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "the earlier run's snapshot swapped for edited bytes between adoption's check and the booking's "
+        "copy of it (a loop renaming two versions in turn, won once): the copy registered was not what "
+        "was checked"
+    ),
+    outcome=(
+        "refused: the booking compares the bytes it registered with the repeat's content hash; nothing "
+        "booked, the best stays"
+    ),
+)
+def test_a_snapshot_swapped_while_an_adoption_is_booked_is_not_booked(
+    example, projects, capevolve, capsys, monkeypatch
+):
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    fixing(project, "big", split_ids(project, "val")[:5])
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
+    # the module the command imports next (an inline session may have dropped an earlier import)
+    commit = importlib.import_module("pytest_capevolve._policy.booking.commit")
+    checked = commit.adoption
+
+    def raced(*args, **kwargs):  # the swap lands right after the check: deterministic, no timing
+        found = checked(*args, **kwargs)
+        (found.snapshot / "prompt.md").chmod(0o644)
+        (found.snapshot / "prompt.md").write_text("fix all\n")
+        return found
+
+    monkeypatch.setattr(commit, "adoption", raced)
+    code, _, err = run(capsys, "commit", "big", str(project), "--decision", "accept")
+
+    # before: exit 0, best 'big' holding 'fix all', never gated
+    assert code != 0 and "changed while it was adopted: nothing booked" in err, err
+    second = projects.run_dir(project)
+    assert json.loads((second / "state.json").read_text())["best_id"] == "seed"
+    assert not [
+        e
+        for e in map(json.loads, (second / "events.jsonl").read_text().splitlines())
+        if e["kind"] == "decision"
+    ]
