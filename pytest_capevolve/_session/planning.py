@@ -175,7 +175,7 @@ class Repeats:
             # not the bytes, but the text of a decided tag or the best (a trailing space, CRLF)
             from .._policy.repeats.identity import near_repeat_line, same_text_as
 
-            earlier = same_text_as(self.rundir, tag, path, best=self.best)
+            earlier = same_text_as(self.rundir, tag, path, best=self.best, elsewhere=elsewhere)
             said = near_repeat_line(tag, earlier, best=self.best) if earlier is not None else None
         if earlier is None:
             return False

@@ -132,6 +132,38 @@ def test_a_refuted_candidate_re_proposed_with_invisible_edits_is_refused_not_reg
 
 @pytest.mark.attack(
     "laundering",
+    attack=(
+        "refuted bytes with trailing whitespace gated alone in a new run (`--capevolve-new-run`): the "
+        "text hash was compared with this run's decided tags only (a Holm reject, p = 1/32, was accepted "
+        "at α = 0.05 and booked)"
+    ),
+    outcome=(
+        "refused: the text hash is also compared with the decisions of the project's other runs on this "
+        "val whose folders are here; nothing paid, booked reject (repeat) naming the earlier run"
+    ),
+)
+def test_refuted_bytes_with_a_trailing_space_in_a_new_run_are_refused(built, example, projects, capevolve):
+    project, _ = _round_of_three(built, example, projects, capevolve)
+    first = projects.run_dir(project).name
+    prompt = project / "candidates" / "helpful" / "prompt.md"
+    prompt.write_text(prompt.read_text() + "  \n\n")
+    again = capevolve(
+        project, "helpful", gate=True, extra=["--capevolve-new-run", "--capevolve-commit", "auto"]
+    )
+    # before: ACCEPT at α = 0.05 (p = 1/32), booked accept, exit 0
+    assert again.ret == 10, again.stdout.str()
+    again.stdout.fnmatch_lines(
+        [
+            "helpful *REJECT*never paid for: candidate 'helpful' differs from 'helpful' only in line "
+            f"endings or trailing whitespace, rejected (α = 0.01667, Holm over 3 siblings) in run {first}*",
+            "helpful: booked reject (repeat)",
+        ]
+    )
+    assert not list((projects.run_dir(project) / "rollouts" / "val").glob("*__helpful__*"))
+
+
+@pytest.mark.attack(
+    "laundering",
     attack="refuted bytes copied under a new tag, or `--capevolve-rerun`, to escape the family correction",
 )
 def test_two_siblings_with_the_same_bytes_are_gated_once(example, projects, capevolve):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..._project.candidate import CandidateError, content_hash
+from ..._project.candidate import SEED_TAG, CandidateError, content_hash
 from ..._project.spec import Spec
 from ..._store.decisions.state_tally import label_of
 from ..._store.files import RunDirError
@@ -27,6 +27,7 @@ WAY_ON = "gate a changed version"
 class Adopted(NamedTuple):
     label: str  # what every view of this best shows
     snapshot: Path  # the earlier run's snapshot of the bytes, registered in this run on booking
+    seed: Path | None = None  # the parent's bytes, registered as this run's seed on booking when it had none
 
 
 def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Spec) -> Adopted | None:
@@ -43,10 +44,13 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Sp
         return None
     there = RunDir(rundir.root.parent / earlier.run_id)
     accepted = f"{earlier.tag!r} was accepted in run {earlier.run_id}"
-    try:  # the verdict as that run's gate logged it, and the decision booked on it
+    snapshot = there.snapshots.snapshot_dir(earlier.tag)
+    try:  # the verdict as that run's gate logged it, the decision booked on it, and the bytes it accepted
         decided = there.verdicts.checked(earlier.tag) or {}
         booked = [dict(e) for e in there.log.of_kinds(DECISION) if e.get("tag") == earlier.tag][-1:] or [{}]
-    except (RunDirError, OSError) as exc:
+        if content_hash(snapshot).removeprefix("sha256:") != digest:  # what this run would register
+            raise RunDirError(f"its snapshot {snapshot} no longer holds the bytes it registered")
+    except (RunDirError, OSError, CandidateError) as exc:
         raise CommitRefused(f"{accepted}, but its record there does not check ({exc}); {WAY_ON}") from None
     against = decided.get("against")
     why = _another_question(decided, booked[0], decided_under(rundir, spec), earlier)  # as this run froze
@@ -59,7 +63,8 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Sp
     label = f"adopted: accepted against the same bytes as {best!r} in run {earlier.run_id}{at}"
     if said := label_of(booked[0]):  # re-gated under a changed harness there: so it stays
         label = f"{said.split(' — ')[0]} — in run {earlier.run_id}, adopted"
-    return Adopted(label + ", not gated again", there.snapshots.snapshot_dir(earlier.tag))
+    unfrozen = best == SEED_TAG and best not in registered_hashes(rundir)  # its seed is what it was against
+    return Adopted(label + ", not gated again", snapshot, spec.capability_path if unfrozen else None)
 
 
 def _another_question(decided: dict[str, Any], booked: dict[str, Any], spec: Spec, earlier: Earlier) -> str:
@@ -94,7 +99,7 @@ def _another_question(decided: dict[str, Any], booked: dict[str, Any], spec: Spe
 def _same_parent(there: RunDir, rundir: RunDir, parent: Any, best: str, spec: Spec) -> bool:
     """Whether the earlier accept was against the same bytes as this run's best."""
     theirs, mine = registered_hashes(there).get(str(parent)), registered_hashes(rundir).get(best)
-    if mine is None and best == "seed":  # a new run whose first session met only the repeat
+    if mine is None and best == SEED_TAG:  # a new run whose first session met only the repeat
         try:
             mine = content_hash(spec.capability_path)
         except (OSError, CandidateError):

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from ..._engine import confinement
-from ..._project.candidate import CandidateError, bounded, changed_files, unified_diff
+from ..._project.candidate import SEED_TAG, CandidateError, bounded, changed_files, unified_diff
 from ..._project.spec import Spec
 from ..._show.numbers import num
 from ..._store.decisions.state_tally import short
@@ -31,7 +31,7 @@ from ..._store.rundir import RunDir
 from .. import guards
 from ..budget.optimizer_spend import OptimizerSpend as OptimizerSpend  # checked on construction
 from ..repeats.identity import remember_booked
-from .adoption import Adopted, adoption
+from .adoption import WAY_ON, Adopted, adoption
 from .commit_checks import DECISIONS as DECISIONS
 from .commit_checks import INDECISIVE as INDECISIVE
 from .commit_checks import REJECT_BASES as REJECT_BASES
@@ -139,7 +139,10 @@ def _label(
         entry["label"] = label["label"]
     if adopted is not None:  # an earlier run's accept, not gated again: every view says so
         entry["label"] = adopted.label
-        rundir.snapshots.register_candidate(entry["tag"], adopted.snapshot)  # the best needs it here
+        if rundir.snapshots.register_candidate(entry["tag"], adopted.snapshot) != details.get("content_hash"):
+            raise CommitRefused(f"{adopted.snapshot} changed while it was adopted: nothing booked; {WAY_ON}")
+        if adopted.seed is not None:  # the bytes it was accepted against stay this run's seed
+            rundir.snapshots.register_candidate(SEED_TAG, adopted.seed)
     ledger = details.get("shared_ledger")
     if isinstance(ledger, dict):  # decided by another project's decision in the shared ledger
         entry["shared_ledger"] = {str(k): str(v) for k, v in ledger.items()}

@@ -327,24 +327,30 @@ def already_decided_reason(recorded: dict[str, Any], rederived: str) -> str:
     )
 
 
-def same_text_as(rundir: RunDir, tag: str, path: Path, *, best: str) -> Earlier | None:
-    """The decided tag (or the best) whose files differ from ``path``'s in whitespace at line ends only."""
+def same_text_as(
+    rundir: RunDir, tag: str, path: Path, *, best: str, elsewhere: Mapping[str, Earlier] | None = None
+) -> Earlier | None:
+    """The decided tag (or the best) whose files differ from ``path``'s in whitespace at line ends only: in
+    this run, or a decision ``elsewhere`` (:func:`decided_in_project`) whose run folder is still here."""
     registered = registered_hashes(rundir)
     if tag in registered:
         return None  # a resume of its own bytes
     decided = {str(e["tag"]) for e in rundir.decisions() if isinstance(e.get("decision"), str)}
-    wanted = [t for t in registered if t in decided or t == best]
+    wanted: list[tuple[RunDir, str, str, Earlier | None]] = [
+        (rundir, t, d, None) for t, d in registered.items() if t in decided or t == best
+    ]
+    wanted += [(RunDir(rundir.root.parent / e.run_id), e.tag, d, e) for d, e in (elsewhere or {}).items()]
     if not wanted:
         return None
     mine = text_hash(path)
-    for other in wanted:
-        snapshot = rundir.snapshots.snapshot_dir(other)
+    for run, other, digest, earlier in wanted:
         try:
-            if content_hash(snapshot) != registered[other] or text_hash(snapshot) != mine:
+            snapshot = run.snapshots.snapshot_dir(other)
+            if (earlier and earlier.fresh) or content_hash(snapshot) != digest or text_hash(snapshot) != mine:
                 continue
         except (OSError, CandidateError, RunDirError):
             continue
-        if (earlier := earlier_with_bytes(rundir, registered[other], besides=tag)) is not None:
+        if (earlier := earlier or earlier_with_bytes(rundir, digest, besides=tag)) is not None:
             return earlier
     return None
 

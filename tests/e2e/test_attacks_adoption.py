@@ -1,0 +1,133 @@
+"""Attacks on adopting an earlier run's accept (``capevolve commit TAG --decision accept`` on a
+REPEAT in a new run; hill-climb asks the same check): what a user edits in the earlier run's folder
+to get a best no gate accepted."""
+
+from __future__ import annotations
+
+import importlib
+import json
+
+import pytest
+from cli_calls import run
+from fix_list_project import fixing, make_fix_list, split_ids
+
+
+def _registered(rundir) -> dict[str, str]:
+    events = [json.loads(line) for line in (rundir / "events.jsonl").read_text().splitlines()]
+    return {e["tag"]: e["content_hash"] for e in events if e["kind"] == "candidate_registered"}
+
+
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "the earlier run's snapshot of accepted bytes edited (made writable, every val task fixed), then "
+        "those accepted bytes repeated in a new run and `capevolve commit TAG --decision accept`: the new "
+        "run registered the edited snapshot as its best, never gated"
+    ),
+    outcome=(
+        "refused: the earlier snapshot must hash to the bytes that run registered and this run's repeat "
+        "names; nothing is registered or booked"
+    ),
+)
+def test_an_edited_snapshot_of_accepted_bytes_is_not_adopted(example, projects, capevolve, capsys):
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    val = split_ids(project, "val")
+    fixing(project, "big", val[:5])
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
+    snapshot = projects.run_dir(project) / "candidates" / "big" / "files"
+    snapshot.chmod(0o755)
+    (snapshot / "prompt.md").chmod(0o644)
+    (snapshot / "prompt.md").write_text(
+        (project / "candidates" / "big" / "prompt.md").read_text() + "fix all\n"
+    )
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
+
+    code, _, err = run(capsys, "commit", "big", str(project), "--decision", "accept")
+
+    # before: exit 0, best 'big' registered from the edited snapshot (another content hash), unpaid
+    assert code != 0 and "no longer holds the bytes it registered" in err, err
+    assert "gate a changed version" in err
+    second = projects.run_dir(project)
+    events = [json.loads(line) for line in (second / "events.jsonl").read_text().splitlines()]
+    assert not [
+        e for e in events if e["kind"] in ("decision", "candidate_registered") and e.get("tag") == "big"
+    ]
+    assert json.loads((second / "state.json").read_text())["best_id"] == "seed"
+
+
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "a new run whose first session met only the repeat: the accept adopted while `capability/` held "
+        "the seed it was accepted against, then `capability/` swapped for other bytes; the run's seed was "
+        "never registered, so the next sessions (and finalize's seed arm) took the new bytes for 'seed' "
+        "beside a best labelled 'accepted against the same bytes as seed'"
+    ),
+    outcome=(
+        "prevented: booking the adoption registers the bytes it was accepted against as the run's seed; "
+        "every later session (finalize's seed arm too) runs the seed from that snapshot"
+    ),
+)
+def test_an_adopted_accept_keeps_the_seed_it_was_accepted_against(example, projects, capevolve, capsys):
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    val = split_ids(project, "val")
+    fixing(project, "big", val[:5])
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
+    first = projects.run_dir(project)
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
+    assert run(capsys, "commit", "big", str(project), "--decision", "accept")[0] == 0
+    seed = project / "capability" / "prompt.md"
+    seed.write_text(seed.read_text() + "".join(f"fix {t}\n" for t in val))  # another seed, never gated
+
+    finalized = capevolve(project, finalize=True)
+
+    # before: finalize registered and scored the swapped bytes as this run's 'seed' against the
+    # adopted best; now the seed arm is the seed the accept was against
+    assert finalized.ret == 0, finalized.stdout.str()
+    assert _registered(projects.run_dir(project))["seed"] == _registered(first)["seed"]
+
+
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "the earlier run's snapshot swapped for edited bytes between adoption's check and the booking's "
+        "copy of it (a loop renaming two versions in turn, won once): the copy registered was not what "
+        "was checked"
+    ),
+    outcome=(
+        "refused: the booking compares the bytes it registered with the repeat's content hash; nothing "
+        "booked, the best stays"
+    ),
+)
+def test_a_snapshot_swapped_while_an_adoption_is_booked_is_not_booked(
+    example, projects, capevolve, capsys, monkeypatch
+):
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    fixing(project, "big", split_ids(project, "val")[:5])
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
+    # the module the command imports next (an inline session may have dropped an earlier import)
+    commit = importlib.import_module("pytest_capevolve._policy.booking.commit")
+    checked = commit.adoption
+
+    def raced(*args, **kwargs):  # the swap lands right after the check: deterministic, no timing
+        found = checked(*args, **kwargs)
+        (found.snapshot / "prompt.md").chmod(0o644)
+        (found.snapshot / "prompt.md").write_text("fix all\n")
+        return found
+
+    monkeypatch.setattr(commit, "adoption", raced)
+    code, _, err = run(capsys, "commit", "big", str(project), "--decision", "accept")
+
+    # before: exit 0, best 'big' holding 'fix all', never gated
+    assert code != 0 and "changed while it was adopted: nothing booked" in err, err
+    second = projects.run_dir(project)
+    assert json.loads((second / "state.json").read_text())["best_id"] == "seed"
+    assert not [
+        e
+        for e in map(json.loads, (second / "events.jsonl").read_text().splitlines())
+        if e["kind"] == "decision"
+    ]
