@@ -1,5 +1,5 @@
-"""A refusal's way on as a command the user can paste: ``PROJECT`` made the project's path, and in a
-pytest session the user's own flags (``-n 2``, ``-o KEY=VALUE``) in each ``pytest --capevolve-…``."""
+"""A refusal's way on as a command the user can paste: ``PROJECT`` made the project's path; in a pytest
+session the user's flags (``-n 2``) in each ``pytest --capevolve-…``; into a new run, the command typed."""
 
 from __future__ import annotations
 
