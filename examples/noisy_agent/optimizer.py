@@ -1,8 +1,9 @@
 """A scripted optimizer for ``capevolve hill-climb examples/noisy_agent``: one kind of proposal
 per iteration, so the loop's every path is exercised offline.
 
-Run by the loop as ``python optimizer.py {workdir} {prompt}``; the iteration is read from the
-work copy's name (``cand_NNNN``), so a resumed loop proposes the same edit again:
+Run by the loop as ``python optimizer.py {workdir} {prompt}`` (``{prompt}`` may be left out, as the
+hill-climb tutorial's ``python optimizer.py {workdir}`` does); the iteration is read from the work
+copy's name (``cand_NNNN``), so a resumed loop proposes the same edit again:
 
 1. a null edit (nothing changes: the gate must reject it);
 2. an improving edit (``RULE:check-fare-class`` added to prompt.md: accepted);
@@ -28,9 +29,9 @@ def append(path: Path, text: str) -> None:
         handle.write(text)
 
 
-def main(workdir: Path, prompt: Path) -> int:
+def main(workdir: Path, prompt: Path | None) -> int:
     iteration = int(workdir.name.rsplit("_", 1)[-1])
-    assert prompt.is_file() and (workdir / "LEDGER.md").is_file()
+    assert (prompt is None or prompt.is_file()) and (workdir / "LEDGER.md").is_file()
     journal = workdir / "JOURNAL.md"
     if iteration == 2:
         append(workdir / "prompt.md", FARE_RULE)
@@ -51,4 +52,4 @@ def main(workdir: Path, prompt: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1]), Path(sys.argv[2])))
+    sys.exit(main(Path(sys.argv[1]), Path(sys.argv[2]) if len(sys.argv) > 2 else None))

@@ -11,10 +11,12 @@ import re
 import shlex
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from .. import exitcodes
 from .._project.spec import Spec
+from .._project.way_on import shown
 from .._store.rundir import RunDir
 from .common import (
     Refusal,
@@ -108,9 +110,9 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     if done.returncode != 0:
         sys.stderr.write(done.stdout + done.stderr)  # all of it: what went wrong is in there
         raise Refusal(f"the seed's val evaluation did not complete (pytest exit {done.returncode})")
-    sys.stderr.write(_session_summary(done.stdout, command))
     spec, rundir = open_run(args)
     report = spend_report(spec, rundir, loop=True)  # the hand-off's gates take the loop's schedule
+    sys.stderr.write(_session_summary(done.stdout, report["best"]["tag"], spec.project_dir))
     sys.stderr.write(f"resolution: {report['resolution']['sentence']}\n")
     sys.stderr.write(f"min effect: {report['resolution']['min_effect']['sentence']}\n")
     if note := handoff_schedule_note(spec, rundir):
@@ -151,13 +153,13 @@ def _handoff(spec: Spec, rundir: RunDir, report: Mapping[str, Any]) -> dict[str,
     }
 
 
-def _session_summary(output: str, command: list[str]) -> str:
+def _session_summary(output: str, best: str, project: Path) -> str:
     """A completed evaluation's output from its summary table on (rollout lines would bury it)."""
     lines = output.splitlines(keepends=True)
     start = next((i for i, line in enumerate(lines) if re.match(r"=+ capevolve run ", line)), 0)
-    # argv is [python, -P, -m, pytest, …]: the words from `pytest` on are what a user pastes
-    shown = shlex.join(command[command.index("pytest") :])
-    left_out = f"(the rollout-by-rollout output is left out; `{shown}` shows it)\n"
+    # the session run again would reuse every rollout and list none: diagnose reads them back
+    diagnose = shlex.join(["capevolve", "diagnose", best, shown(project), "--table"])
+    left_out = f"(the rollout-by-rollout output is left out; `{diagnose}` shows the failed ones and why)\n"
     return "".join(lines[start:]) + (left_out if start else "")
 
 

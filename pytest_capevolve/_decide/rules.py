@@ -192,10 +192,6 @@ def _threshold(x: RuleInput) -> RuleResult:
     return _above(Basis.THRESHOLD, x.arm_delta, x.config.threshold, f"threshold {x.config.threshold}")
 
 
-def _strict(x: RuleInput) -> RuleResult:
-    return _above(Basis.STRICT, x.arm_delta, 0.0, "0")
-
-
 def _simplicity_tiebreak(x: RuleInput) -> RuleResult:
     delta, cand_size, best_size = x.arm_delta, x.candidate_size, x.best_size
     decision, reason = ACCEPT, f"Δ = {delta:+.4f} > 0"
@@ -215,7 +211,7 @@ RULES: dict[str, Callable[[RuleInput], RuleResult]] = {
     "exact": _exact,
     "paired": _paired,
     "significant": _significant,
-    "strict": _strict,
+    "strict": lambda x: _above(Basis.STRICT, x.arm_delta, 0.0, "0"),
     "threshold": _threshold,
     "simplicity_tiebreak": _simplicity_tiebreak,
     "pairwise": _pairwise,

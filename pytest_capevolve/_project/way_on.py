@@ -1,5 +1,5 @@
-"""A refusal's way on as a command the user can paste: ``PROJECT`` made the project's path, and in a
-pytest session the user's own flags (``-n 2``, ``-o KEY=VALUE``) in each ``pytest --capevolve-…``."""
+"""A refusal's way on as a command the user can paste: ``PROJECT`` made the project's path; in a pytest
+session the user's flags (``-n 2``) in each ``pytest --capevolve-…``; into a new run, the command typed."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 _PROJECT = re.compile(r"\bPROJECT\b")
 _SESSION = re.compile(r"\bpytest (?=--capevolve-)")
+_NEW_RUN = re.compile(r"\bpytest --capevolve-run (?:'[^']*'|\S+) --capevolve-new-run\b")
 
 
 def shown(project_dir: Path) -> str:
@@ -22,18 +23,23 @@ def shown(project_dir: Path) -> str:
 
 def pasteable(text: str, project_dir: Path | None = None, args: Sequence[str] | None = None) -> str:
     """``text`` with ``PROJECT`` the project's path and, given the session's arguments, the user's own
-    flags in every ``pytest --capevolve-…`` command it names."""
+    flags in every ``pytest --capevolve-…`` command it names; a new run's, the command typed."""
     if project_dir is not None:
         text = _PROJECT.sub(shlex.quote(shown(project_dir)).replace("\\", "\\\\"), text)
-    flags = own_flags(args or ())
+    flags, ours = own_flags(args or ())
+    names = [a.split("=")[0] for a in ours]
+    if "--capevolve-run" in names:  # the command typed, in a new run: its candidates, gate, … kept
+        kept = [a for i, a in enumerate(ours) if "--capevolve-run-id" not in (names[i], *ours[i - 1 : i])]
+        typed = shlex.join(["pytest", *flags, *kept, "--capevolve-new-run"])
+        text = _NEW_RUN.sub(typed.replace("\\", "\\\\"), text)
     return _SESSION.sub(f"pytest {shlex.join(flags)} ".replace("\\", "\\\\"), text) if flags else text
 
 
-def own_flags(args: Sequence[str]) -> list[str]:
-    """The user's flags among a session's arguments: all but capevolve's options and their values."""
+def own_flags(args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(the user's flags, capevolve's options with their values) among a session's arguments, as typed."""
     args = [str(a) for a in args]
-    ours = [i for i, a in enumerate(args) if a.startswith("--capevolve-")]
-    values = {
+    ours = {i for i, a in enumerate(args) if a.startswith("--capevolve-")}
+    ours |= {
         i + 1 for i in ours if "=" not in args[i] and not (args[i + 1 : i + 2] or ["-"])[0].startswith("-")
     }
-    return [a for i, a in enumerate(args) if i not in ours and i not in values]
+    return [a for i, a in enumerate(args) if i not in ours], [a for i, a in enumerate(args) if i in ours]

@@ -75,22 +75,21 @@ def test_before_any_run_every_command_says_how_to_evaluate_in_one_error_line(
 
 
 def test_baselines_left_out_line_names_a_command_a_user_can_paste(tmp_path) -> None:
-    """`capevolve baseline` said "`-m pytest --capevolve-run …` shows it": not a command. The
-    line now starts at `pytest`, quoted for a shell, so pasting it in the venv shows the rollouts."""
+    """`capevolve baseline` said "`pytest --capevolve-run …` shows it": pasted, that session reused
+    every rollout and listed none ("no tests ran"). The line names `capevolve diagnose` on the best,
+    which reads the failed rollouts back, quoted for a shell."""
     import shlex
 
     from pytest_capevolve._cli.decisions import _session_summary
-    from pytest_capevolve._loop.launch import session_command
+    from pytest_capevolve._cli.main import build_parser
 
-    command = session_command(tmp_path / "my agent" / "capevolve.yaml")
-    said = _session_summary("FAILED x\n===== capevolve run 1 =====\ntable\n", command)
-    shown = said.split("`")[1]
+    project = tmp_path / "my agent"
+    said = _session_summary("FAILED x\n===== capevolve run 1 =====\ntable\n", "seed", project)
+    shown = shlex.split(said.split("`")[1])
     assert said.startswith("===== capevolve run 1")
-    assert shlex.split(shown)[:3] == [
-        "pytest",
-        "--capevolve-run",
-        str(tmp_path / "my agent" / "capevolve.yaml"),
-    ]
+    assert shown == ["capevolve", "diagnose", "seed", str(project), "--table"]
+    parsed = build_parser().parse_args(shown[1:])
+    assert (parsed.command, parsed.tag, parsed.project, parsed.table) == ("diagnose", "seed", project, True)
 
 
 class _ClosedPipe:

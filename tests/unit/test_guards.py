@@ -99,10 +99,22 @@ def test_a_way_on_is_a_command_the_user_can_paste(tmp_path: Path, monkeypatch: p
     assert shown(project) == "my-agent" and shown(Path("/")) == "/"
     args = ["--capevolve-run", ".", "-n", "2", "--capevolve-gate", "-o", "capevolve_gate_alpha=0.01"]
     args += ["--capevolve-candidate=c", "--capevolve-tag", "t", "-q"]
-    assert own_flags(args) == ["-n", "2", "-o", "capevolve_gate_alpha=0.01", "-q"]
+    assert own_flags(args)[0] == ["-n", "2", "-o", "capevolve_gate_alpha=0.01", "-q"]
     said = "start a new run (pytest --capevolve-run PROJECT --capevolve-new-run); or capevolve commit T"
-    assert pasteable(said, project, args) == (
-        "start a new run (pytest -n 2 -o capevolve_gate_alpha=0.01 -q --capevolve-run my-agent "
-        "--capevolve-new-run); or capevolve commit T"
+    other = "or pytest --capevolve-run PROJECT --capevolve-split train"
+    assert pasteable(other, project, args) == (
+        "or pytest -n 2 -o capevolve_gate_alpha=0.01 -q --capevolve-run my-agent --capevolve-split train"
     )
     assert pasteable(said, project) == said.replace("PROJECT", "my-agent")
+    # a new run's way on is the command typed (its candidates and gate too, where it said the seed
+    # alone), less the run it pinned: pasted, it gates the same candidates in a new run
+    pinned = [*args, "--capevolve-run-id", "r1"]
+    assert pasteable(said, project, pinned) == (
+        "start a new run (pytest -n 2 -o capevolve_gate_alpha=0.01 -q --capevolve-run . --capevolve-gate "
+        "--capevolve-candidate=c --capevolve-tag t --capevolve-new-run); or capevolve commit T"
+    )
+    assert pasteable(said, project, ["--capevolve-run-id=r1", *args]) == pasteable(said, project, pinned)
+    finalize = ["--capevolve-finalize", ".", "-q"]  # not a run session: its flags only
+    assert pasteable(said, project, finalize) == said.replace("pytest", "pytest -q").replace(
+        "PROJECT", "my-agent"
+    )

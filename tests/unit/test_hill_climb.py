@@ -4,6 +4,10 @@ prompt)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from cli_calls import hill_climb
 
@@ -22,6 +26,19 @@ def test_flags_the_spec_overrides_are_refused_not_ignored(example, capsys):
     code, _, err = hill_climb(capsys, project, "--optimizer", "x {prompt}")
     assert code == 2 and "never names {workdir}" in err
     assert not (project / ".capevolve").exists()  # refused before anything ran
+
+
+def test_the_noisy_agents_optimizer_takes_the_tutorials_command(tmp_path):
+    """A newcomer's trap: the hill-climb tutorial's `python optimizer.py {workdir}` on a copy of
+    examples/noisy_agent died with an IndexError (no {prompt}) every iteration, each booked a repeat."""
+    optimizer = Path(__file__).resolve().parents[2] / "examples" / "noisy_agent" / "optimizer.py"
+    workdir = tmp_path / "cand_0002"  # the iteration that adds the fare-class rule
+    workdir.mkdir()
+    (workdir / "LEDGER.md").write_text("")
+    (workdir / "prompt.md").write_text("seed\n")
+    ran = subprocess.run([sys.executable, optimizer, workdir], capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    assert "RULE:check-fare-class" in (workdir / "prompt.md").read_text()
 
 
 # -- pure parts --------------------------------------------------------------------------------------

@@ -85,3 +85,12 @@ def test_check_fails_a_microcase_the_seed_fails_before_anything_is_paid(tmp_path
     )
     assert "Mend the microcase (or the seed) now" in fail[0]
     assert not (tmp_path / ".capevolve" / "runs").exists()  # nothing started, nothing paid
+
+
+def test_every_bundled_example_ignores_what_a_run_writes_as_an_init_project_does() -> None:
+    """A newcomer's trap: a copy of examples/noisy_agent (the README's "your project") had no
+    .gitignore, so `git add -A` committed .capevolve/, its store an embedded git repository."""
+    examples = sorted(Path(__file__).resolve().parents[2].glob("examples/*/capevolve.yaml"))
+    assert len(examples) >= 4
+    for spec in examples:
+        assert (spec.parent / ".gitignore").read_text() == FILES[".gitignore"], spec.parent

@@ -112,10 +112,12 @@ class StateTally:
             return None
         announced = held.get("announced")
         counts = [held.get(what) for what in ("iterations", "stall", "metric_calls")]
-        sums = [held.get(what) for what in ("usd", *OPTIMIZER_SPEND)]
+        sums: list[Any] = [held.get(what) for what in ("usd", *OPTIMIZER_SPEND)]
         if not isinstance(announced, str | None) or not isinstance(held.get("stall_logged"), bool):
             return None
-        if not all(_count(v) for v in counts) or not all(_amount(v) for v in sums):
+        if not all(type(v) is int and v >= 0 for v in counts):  # counts: ints, sums: finite numbers
+            return None
+        if not all(type(v) in (int, float) and math.isfinite(v) for v in sums):
             return None
         tally = cls(file_cost)
         tally.offset, tally.seq, tally.floor = offset, seq, seq
@@ -204,14 +206,6 @@ class StateTally:
             "stall": counters["stall"],
             "spent": spent,
         }
-
-
-def _count(value: Any) -> bool:
-    return type(value) is int and value >= 0
-
-
-def _amount(value: Any) -> bool:
-    return type(value) in (int, float) and math.isfinite(value)
 
 
 def _start() -> dict[str, Any]:
