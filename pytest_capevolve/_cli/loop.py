@@ -154,6 +154,16 @@ def _added_lines(answer: dict[str, Any]) -> list[str]:
 
 def cmd_hill_climb(args: argparse.Namespace) -> int:
     """Run the loop on the project; print its summary (JSON, or ``--table``)."""
+    from .._project.way_on import LOOP_WORDS
+
+    said = LOOP_WORDS.set(getattr(args, "words", None))  # its ways into a new run: the words typed
+    try:
+        return _hill_climb(args)
+    finally:
+        LOOP_WORDS.reset(said)
+
+
+def _hill_climb(args: argparse.Namespace) -> int:
     from .._loop.hill_climb import HillClimb, Options, only_loop
     from .._loop.hill_climb_record import LoopIncomplete
     from .._project.spec import SpecError

@@ -66,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(words[0] if words else None).parse_args(words)
     if agent_argv is not None:
         args.agent_argv = agent_argv
+    args.words = words  # a way on into a new run repeats them
     OPENED.clear()
     try:
         if args.command == "agent" and agent_argv is None:

@@ -33,6 +33,7 @@ from .._policy.booking.journal_entry import JOURNAL
 from .._project.candidate import SEED_TAG, handover_ignore
 from .._project.harness import expand
 from .._project.spec import load_spec, resolve_spec_path
+from .._project.way_on import pasteable
 from .._show.views import refresh as redraw_views
 from .._store.files import atomic_write_json, atomic_write_text, read_json
 from .._store.log.event_kinds import HILL_CLIMB_ITERATION, HILL_CLIMB_STOPPED
@@ -167,7 +168,7 @@ class HillClimb:
         rundir = self.rundir = self._baseline()
         note = constant_run_note(rundir, names_a_schedule(self.spec_path))
         if note is not None:
-            self.o.log(note)
+            self.o.log(pasteable(note))
         check_signal(self.o, list((rundir.splits() or {}).get("train", [])))
         guards.refuse_finalized(rundir, guards.Checkpoint.HILL_CLIMB)
         try:

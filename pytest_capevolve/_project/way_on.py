@@ -7,11 +7,15 @@ import os
 import re
 import shlex
 from collections.abc import Sequence
+from contextvars import ContextVar
 from pathlib import Path
 
 _PROJECT = re.compile(r"\bPROJECT\b")
 _SESSION = re.compile(r"\bpytest (?=--capevolve-)")
 _NEW_RUN = re.compile(r"\bpytest --capevolve-run (?:'[^']*'|\S+) --capevolve-new-run\b")
+_LOOP_NEW_RUN = re.compile(r"\bcapevolve hill-climb --new-run\b")
+# the `capevolve hill-climb …` words being run: its ways into a new run keep the user's --optimizer …
+LOOP_WORDS: ContextVar[Sequence[str] | None] = ContextVar("LOOP_WORDS", default=None)
 
 
 def shown(project_dir: Path) -> str:
@@ -24,6 +28,9 @@ def shown(project_dir: Path) -> str:
 def pasteable(text: str, project_dir: Path | None = None, args: Sequence[str] | None = None) -> str:
     """``text`` with ``PROJECT`` the project's path and, given the session's arguments, the user's own
     flags in every ``pytest --capevolve-…`` command it names; a new run's, the command typed."""
+    if (loop := LOOP_WORDS.get()) is not None:
+        typed = shlex.join(["capevolve", *new_run_words(loop)])
+        text = _LOOP_NEW_RUN.sub(typed.replace("\\", "\\\\"), text)
     if project_dir is not None:
         text = _PROJECT.sub(shlex.quote(shown(project_dir)).replace("\\", "\\\\"), text)
     flags, ours = own_flags(args or ())
@@ -43,3 +50,13 @@ def own_flags(args: Sequence[str]) -> tuple[list[str], list[str]]:
         i + 1 for i in ours if "=" not in args[i] and not (args[i + 1 : i + 2] or ["-"])[0].startswith("-")
     }
     return [a for i, a in enumerate(args) if i not in ours], [a for i, a in enumerate(args) if i in ours]
+
+
+def new_run_words(words: Sequence[str]) -> list[str]:
+    """``capevolve`` words as typed, in a new run: ``--run-id ID`` and ``--resume`` left out."""
+    out: list[str] = []
+    for i, word in enumerate(words):
+        dropped = word in ("--run-id", "--resume", "--new-run") or word.startswith("--run-id=")
+        if not dropped and words[i - 1 : i] != ["--run-id"]:
+            out.append(word)
+    return [*out, "--new-run"]

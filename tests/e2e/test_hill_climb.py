@@ -322,7 +322,10 @@ def test_hill_climb_after_a_one_shot_gate_loops_at_the_runs_frozen_schedule_and_
     code, summary, err = hill_climb(capsys, project, "--optimizer", optimizer, "--max-iterations", "1")
 
     assert code == 0, err
-    assert "froze gate_alpha_schedule constant" in err and "capevolve hill-climb --new-run" in err
+    assert "froze gate_alpha_schedule constant" in err and "capevolve hill-climb " in err
+    assert err.split("start it in a new run: ")[1].startswith(  # the words typed: pasted, it runs
+        f"capevolve hill-climb {project} --optimizer '{optimizer}' --max-iterations 1 --new-run"
+    ), err
     assert summary is not None and len(summary["iterations"]) == 1
     gate_log = (run_dir(project) / "hill_climb" / "cand_0001" / "gate.log").read_text()
     assert "gate_alpha_schedule=constant" in gate_log and "froze its gate settings" not in gate_log

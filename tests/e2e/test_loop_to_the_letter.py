@@ -97,7 +97,10 @@ def test_hill_climb_store_flags_focus_alias_finalized_run_and_the_new_run(exampl
     code, _, err = run(capsys, "work", "new", "later", str(project))
     assert code == 2 and "is finalized" in err and "hill-climb --new-run" in err, err
     code, _, err = hill_climb(capsys, project, "--optimizer", OPTIMIZER, "--store", "copy")
-    assert code == 2 and "capevolve hill-climb --new-run" in err
+    assert (
+        code == 2
+        and f"capevolve hill-climb {project} --optimizer '{OPTIMIZER}' --store copy --new-run" in err
+    ), err
     code, summary, err = hill_climb(
         capsys, project, "--optimizer", OPTIMIZER, "--store", "copy", "--new-run", "--max-iterations", "1"
     )

@@ -14,7 +14,7 @@ from pytest_capevolve import exitcodes
 from pytest_capevolve._decide.basis import Basis
 from pytest_capevolve._policy import guards
 from pytest_capevolve._policy.guards import GUARDS, Checkpoint, GuardRefusal
-from pytest_capevolve._project.way_on import own_flags, pasteable, shown
+from pytest_capevolve._project.way_on import LOOP_WORDS, new_run_words, own_flags, pasteable, shown
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -118,3 +118,21 @@ def test_a_way_on_is_a_command_the_user_can_paste(tmp_path: Path, monkeypatch: p
     assert pasteable(said, project, finalize) == said.replace("pytest", "pytest -q").replace(
         "PROJECT", "my-agent"
     )
+
+
+def test_hill_climbs_way_into_a_new_run_is_the_command_typed() -> None:
+    """A new user's trap: hill-climb's notes and its finalized refusal said ``capevolve hill-climb
+    --new-run``, which, pasted, is refused for want of ``--optimizer``. Said while a hill-climb runs,
+    the way on is the words typed, less the run they pinned, in a new run."""
+    said = "start a new run: capevolve hill-climb --new-run"
+    typed = ["hill-climb", "--optimizer", "python o.py {workdir}", "--run-id", "r1", "--resume", "-n", "2"]
+    token = LOOP_WORDS.set(typed)
+    try:
+        pasted = pasteable(said)
+    finally:
+        LOOP_WORDS.reset(token)
+    assert (
+        pasted == "start a new run: capevolve hill-climb --optimizer 'python o.py {workdir}' -n 2 --new-run"
+    )
+    assert new_run_words(["hill-climb", "--run-id=r1", "--new-run"]) == ["hill-climb", "--new-run"]
+    assert pasteable(said) == said  # outside a hill-climb: as declared
