@@ -15,6 +15,7 @@ from .._decide.alpha_budget import LOOP_SCHEDULE
 from .._policy.budget.spend import spend_report
 from .._project.spec import FOCUS_ALIASES, Spec
 from .._project.yamlfile import YamlError, read_yaml
+from .._store.log.event_kinds import HILL_CLIMB_ITERATION
 from .._store.rundir import RunDir
 from ..exitcodes import Refusal
 from .diagnose import diagnose
@@ -157,6 +158,8 @@ def stop_reason(spec: Spec, rundir: RunDir, options: Options, done: int) -> str 
     or None to go on."""
     if options.max_iterations is not None and done >= options.max_iterations:
         return max_iterations_reason(done, options.max_iterations)
+    if failing := failing_optimizer(rundir):
+        return failing
     report = spend_report(spec, rundir, n_siblings=1)
     if report["recommendation"]["action"] == "stop":
         reason = report["recommendation"]["reason"]
@@ -172,6 +175,25 @@ def stop_reason(spec: Spec, rundir: RunDir, options: Options, done: int) -> str 
     if not focus_tasks(rows, "all", 1):
         return f"nothing fails on val: best {rundir.state.best()!r} passes every val task"
     return None
+
+
+# a command that fails this many times in a row is broken, not unlucky: each try may cost the user
+FAILED_IN_A_ROW = 3
+
+
+def failing_optimizer(rundir: RunDir) -> str | None:
+    """The stop when the run's last proposals all failed (a wrong ``--optimizer``), each booked an
+    unchanged copy; None while the optimizer works or has not failed that often in a row."""
+    said = [
+        e.get("optimizer") for e in rundir.log.of_kinds(HILL_CLIMB_ITERATION) if e.get("phase") == "proposed"
+    ]
+    last = said[-FAILED_IN_A_ROW:]
+    if len(last) < FAILED_IN_A_ROW or "ok" in last:
+        return None
+    return (
+        f"optimizer: its last {FAILED_IN_A_ROW} runs failed, the last {last[-1]}; fix the --optimizer "
+        "command (or the spec's `optimizer`) and run hill-climb again: it goes on in this run"
+    )
 
 
 def max_iterations_reason(done: int, max_iterations: int) -> str:

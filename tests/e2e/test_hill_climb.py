@@ -346,3 +346,18 @@ def test_hill_climb_after_an_agents_work_copy_takes_the_next_free_tag(example, c
     assert code == 0, err
     assert summary is not None and summary["accepted"] == ["cand_0002"], summary
     assert (run_dir(project) / "work" / "cand_0001").is_dir()  # the agent's copy is left alone
+
+
+def test_an_optimizer_that_fails_three_times_in_a_row_stops_the_loop(example, capsys):
+    """A new user's trap: a wrong --optimizer failed every iteration, each booked an unchanged copy
+    (a repeat), and the loop went on to --max-iterations, paying the optimizer each time. Three
+    failures in a row stop it, saying what the last one said and the way on."""
+    project = example("toy_calc")
+    broken = f"{PY} -c 'import sys; sys.exit(\"no such model\")' {{workdir}}"
+    code, summary, err = hill_climb(capsys, project, "--optimizer", broken, "--max-iterations", "6")
+    assert code == 0, err
+    assert [r["basis"] for r in summary["iterations"]] == ["repeat"] * 3
+    assert summary["stopped"].startswith(
+        "optimizer: its last 3 runs failed, the last exited 1 (no such model;"
+    )
+    assert "fix the --optimizer command" in summary["stopped"]
