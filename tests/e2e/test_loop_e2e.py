@@ -43,12 +43,12 @@ def work_copy(capsys, project: Path, tag: str, append: str = "") -> Path:
     return folder
 
 
-def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolve, capsys, xdist_args):
+def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolve, capsys):
+    """The baseline and the gate over two xdist workers (the gate without: the other tests here)."""
     project = example("noisy_agent")
     # three trials a task (not five): the gate accepts the fare rule at n = 3 (not at 2), for 60 % of the rollouts
     projects.edit_spec(project, "num_trials: 5", "num_trials: 3")
-    workers = ["--workers", "2"] if xdist_args else []
-    code, handoff, err = run_cli(capsys, "baseline", str(project), *workers)
+    code, handoff, err = run_cli(capsys, "baseline", str(project), "--workers", "2")
     assert code == 0 and handoff["best"]["tag"] == "seed" and handoff["best"]["full_val"] is True
     # stdout is the JSON alone; stderr has the summary, not a line per failed rollout
     assert "FAILED" not in err and "capevolve run " in err and "rollouts: 120 paid" in err, err
@@ -71,7 +71,7 @@ def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolv
     assert run_cli(capsys, "work", "new", "better", "--project", str(project))[0] == 2
 
     gated = capevolve(
-        project, nullcopy, better, worse, gate=True, extra=["--capevolve-commit", "none", *xdist_args]
+        project, nullcopy, better, worse, gate=True, extra=["--capevolve-commit", "none", "-n", "2"]
     )
     assert gated.ret == 10, gated.stdout.str()
     gated.stdout.fnmatch_lines(
