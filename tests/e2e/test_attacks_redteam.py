@@ -450,7 +450,9 @@ def test_an_unconfined_session_cannot_claim_a_confined_optimizer(example, projec
     forged = {"confined": True, "abi": 7, "label": "confined (Landlock ABI 7)", "by": "capevolve agent"}
     monkeypatch.setenv("CAPEVOLVE_OPTIMIZER_CONFINEMENT", json.dumps(forged))
     project = example("noisy_agent")
-    assert capevolve(project, "improved", gate=True).ret == 0
+    # two trials, no null controls: the label the decision records does not depend on n or the nulls
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
+    assert capevolve(project, "improved", gate=True, extra=["--capevolve-null", "0"]).ret == 0
     lines = (projects.run_dir(project) / "events.jsonl").read_text().splitlines()
     decision = next(e for e in map(json.loads, lines) if e["kind"] == "decision")
     assert "confined (Landlock" not in decision["confinement"]["optimizer"], decision["confinement"]

@@ -576,9 +576,8 @@ def test_hill_climb_in_a_new_run_adopts_the_last_runs_accept_then_gates_against_
     code, summary, err = hill_climb(capsys, project, *optimizer, "--max-iterations", "1")
     assert code == 0 and summary["accepted"] == ["cand_0001"], err
     first = summary["run_id"]
-    code, summary, err = hill_climb(
-        capsys, project, *optimizer, "--new-run", "--max-iterations", "3", "-n", "2"
-    )
+    # in process, no workers: the loop under xdist is test_hill_climb.py's toy_calc climb
+    code, summary, err = hill_climb(capsys, project, *optimizer, "--new-run", "--max-iterations", "3")
     assert code == 0, err
     decided = [(r["tag"], r["decision"], r["basis"]) for r in summary["iterations"]]
     assert decided == [

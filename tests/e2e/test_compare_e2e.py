@@ -47,14 +47,10 @@ def compare_in_process(
     return run
 
 
-@pytest.fixture(scope="module")
-def inspect_how_to(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[int], Path]:
-    """docs/how-to/compare-inspect.md's console blocks, played in a fresh folder holding the
-    script and the example it uses: their exit codes, and the logs its first command wrote there
-    with inspect itself (seed.eval, terse.eval at seed 0, terse-again.json at seed 1). One inspect
-    run for the module: the page's logs are the ones the tests below read."""
-    pytest.importorskip("inspect_ai", reason="needs the `inspect` extra")
-    folder = tmp_path_factory.mktemp("inspect-how-to")
+def inspect_how_to(folder: Path) -> tuple[list[int], Path]:
+    """docs/how-to/compare-inspect.md's console blocks, played in ``folder`` holding the script and
+    the example it uses: their exit codes, and the logs its first command wrote there with inspect
+    itself (seed.eval, terse.eval at seed 0, terse-again.json at seed 1)."""
     (folder / "tests").mkdir()
     shutil.copy(REPO / "tests" / "make_inspect_logs.py", folder / "tests")
     shutil.copytree(
@@ -66,16 +62,18 @@ def inspect_how_to(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[int],
     return [result.returncode for _, result in ran], folder / "logs"
 
 
-@pytest.fixture
-def inspect_logs(inspect_how_to: tuple[list[int], Path]) -> Path:
-    logs = inspect_how_to[1]
+def test_the_inspect_how_to_runs_as_written_and_its_live_logs_decide_as_a_gate(tmp_path: Path) -> None:
+    """One test for the page and the logs it makes (one inspect run: as three tests, ``-n 2`` could
+    hand them to both workers, and each made the logs): the page's commands exit as it says; a
+    better prompt is accepted with its markdown; the same prompt run again is not, and its seeds
+    are said to differ."""
+    pytest.importorskip("inspect_ai", reason="needs the `inspect` extra")
+    exits, logs = inspect_how_to(tmp_path)
+    assert exits == EXITS["inspect"]  # the numbers the page shows are the ones the command prints
     assert {"seed.eval", "terse.eval", "terse-again.json"} <= {path.name for path in logs.iterdir()}
-    return logs
 
-
-def test_a_better_prompt_in_a_live_inspect_log_is_accepted_with_its_markdown(inspect_logs: Path) -> None:
-    summary = inspect_logs / "summary.md"
-    done = compare("seed.eval", "terse.eval", "--json", "--markdown", summary, cwd=inspect_logs)
+    summary = logs / "summary.md"
+    done = compare("seed.eval", "terse.eval", "--json", "--markdown", summary, cwd=logs)
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
     [row] = answer["comparisons"]
@@ -89,11 +87,7 @@ def test_a_better_prompt_in_a_live_inspect_log_is_accepted_with_its_markdown(ins
     assert "### What does not" in text and "nothing is sealed" in text
     assert "ACCEPT" in done.stderr  # the table went to stderr, the JSON alone to stdout
 
-
-def test_the_same_prompt_run_again_is_not_accepted_and_its_seeds_are_said_to_differ(
-    inspect_logs: Path,
-) -> None:
-    done = compare("terse.eval", "terse-again.json", "--json", cwd=inspect_logs)
+    done = compare("terse.eval", "terse-again.json", "--json", cwd=logs)
     assert done.returncode == 10, done.stderr
     [row] = json.loads(done.stdout)["comparisons"]
     assert row["decision"] == "reject" and row["pairing"]["seeds"] == "differ"
@@ -128,12 +122,6 @@ def test_csv_runs_exit_as_a_gate_does(tmp_path: Path, compare_in_process) -> Non
     done = compare(base, bad, cwd=tmp_path)
     assert done.returncode == 4 and done.stderr.startswith("error: ") and "outside [0, 1]" in done.stderr
     assert compare(base, cwd=tmp_path).returncode == 4  # one run is nothing to compare
-
-
-def test_the_inspect_how_to_runs_as_written(inspect_how_to: tuple[list[int], Path]) -> None:
-    """docs/how-to/compare-inspect.md's console blocks (played by ``inspect_how_to``): the numbers
-    the page shows are the ones the command prints, and its commands exit as it says."""
-    assert inspect_how_to[0] == EXITS["inspect"]
 
 
 # Each source's how-to page: the exit codes of its commands, in order (what a CI job branches on).

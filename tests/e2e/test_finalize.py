@@ -61,8 +61,10 @@ def events(projects) -> Callable[[Path, str], list[dict]]:
 
 
 def test_finalize_scores_best_and_seed_once_then_refuses(
-    gated_project, projects, capevolve, held_out_files, events, xdist_args
+    gated_project, projects, capevolve, held_out_files, events
 ):
+    """The finalize's -n 2 case (in process: the other tests of this file)."""
+    xdist_args = ["-n", "2"]
     project = gated_project
     first = capevolve(project, finalize=True, extra=xdist_args)
     assert first.ret == 0, first.stdout.str()

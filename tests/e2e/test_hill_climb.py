@@ -49,10 +49,11 @@ def no_test_rollouts(project: Path) -> bool:
     return not any((run_dir(project) / "rollouts" / "test").glob("*.json"))
 
 
-def test_toy_calc_climbs_to_val_one_and_measure_shows_test_one(example, capsys, xdist_args):
+def test_toy_calc_climbs_to_val_one_and_measure_shows_test_one(example, capsys):
+    """The loop's sessions over two xdist workers (without workers: the other tests of this file)."""
     project = example("toy_calc")
     optimizer = f"{PY} optimizer.py {{workdir}} {{prompt}}"
-    code, summary, err = hill_climb(capsys, project, "--optimizer", optimizer, *xdist_args)
+    code, summary, err = hill_climb(capsys, project, "--optimizer", optimizer, "-n", "2")
     assert code == 0, err
     assert "no baseline yet" in err  # it ran the seed's evaluation itself
     assert summary["accepted"] == ["cand_0001"] and summary["best"] == "cand_0001"

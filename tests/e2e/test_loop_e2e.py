@@ -43,12 +43,12 @@ def work_copy(capsys, project: Path, tag: str, append: str = "") -> Path:
     return folder
 
 
-def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolve, capsys, xdist_args):
+def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolve, capsys):
+    """The baseline and the gate over two xdist workers (the gate without: the other tests here)."""
     project = example("noisy_agent")
     # three trials a task (not five): the gate accepts the fare rule at n = 3 (not at 2), for 60 % of the rollouts
     projects.edit_spec(project, "num_trials: 5", "num_trials: 3")
-    workers = ["--workers", "2"] if xdist_args else []
-    code, handoff, err = run_cli(capsys, "baseline", str(project), *workers)
+    code, handoff, err = run_cli(capsys, "baseline", str(project), "--workers", "2")
     assert code == 0 and handoff["best"]["tag"] == "seed" and handoff["best"]["full_val"] is True
     # stdout is the JSON alone; stderr has the summary, not a line per failed rollout
     assert "FAILED" not in err and "capevolve run " in err and "rollouts: 120 paid" in err, err
@@ -71,7 +71,7 @@ def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolv
     assert run_cli(capsys, "work", "new", "better", "--project", str(project))[0] == 2
 
     gated = capevolve(
-        project, nullcopy, better, worse, gate=True, extra=["--capevolve-commit", "none", *xdist_args]
+        project, nullcopy, better, worse, gate=True, extra=["--capevolve-commit", "none", "-n", "2"]
     )
     assert gated.ret == 10, gated.stdout.str()
     gated.stdout.fnmatch_lines(
@@ -176,7 +176,11 @@ def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolv
 def test_commit_refuses_what_the_record_cannot_support(example, capevolve, capsys):
     project = example("noisy_agent")
     copy = project / "candidates" / "copy"
-    assert capevolve(project, copy, "improved", gate=True, extra=["--capevolve-commit", "none"]).ret == 10
+    # no null controls: what commit refuses or books reads the two candidates' verdicts alone
+    gated = capevolve(
+        project, copy, "improved", gate=True, extra=["--capevolve-commit", "none", "--capevolve-null", "0"]
+    )
+    assert gated.ret == 10
     refusals = {
         ("copy", "accept"): "the gate did not accept 'copy'",
         ("copy", "reject"): "a reject needs --reject-basis",
@@ -245,7 +249,9 @@ def test_two_improving_siblings_the_second_is_regated_against_the_first(example,
     # a no-op edit keeps them two candidates: the same bytes would be gated once (a repeat)
     with (project / "candidates" / "second" / "prompt.md").open("a") as prompt:
         prompt.write("\nThe second sibling.\n")
-    result = capevolve(project, "first", "second", gate=True)
+    # no null controls: what is asked is the siblings' verdicts against the best, not the noise
+    # floor (five trials: at Holm's α/2 'first' is not accepted at n = 2 or 3)
+    result = capevolve(project, "first", "second", gate=True, extra=["--capevolve-null", "0"])
     verdicts = {
         t: json.loads((projects.run_dir(project) / "verdicts" / f"{t}.json").read_text())
         for t in ("first", "second")
@@ -303,7 +309,7 @@ def test_a_sibling_a_microcase_refused_is_booked_with_the_parent_it_was_made_fro
     though it was made from, and refused against, the seed."""
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # what is booked does not depend on n
-    result = capevolve(project, "improved", "regressed", gate=True)
+    result = capevolve(project, "improved", "regressed", gate=True, extra=["--capevolve-null", "0"])
     result.stdout.fnmatch_lines(["*improved: booked accept*", "*regressed: booked reject (micro_test_fail)*"])
     rundir = projects.run_dir(project)
     (rejected,) = [json.loads(line) for line in (rundir / "rejected.jsonl").read_text().splitlines()]
