@@ -131,3 +131,49 @@ def test_a_snapshot_swapped_while_an_adoption_is_booked_is_not_booked(
         for e in map(json.loads, (second / "events.jsonl").read_text().splitlines())
         if e["kind"] == "decision"
     ]
+
+
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "a new run that had not registered its seed: `capability/` swapped for other bytes between "
+        "adoption's check that it holds the seed the accept was against and the booking's copy of it "
+        "(won once): the copy registered as the run's seed was not what was checked"
+    ),
+    outcome=(
+        "refused: the booking compares the seed it registered with the hash the check compared; "
+        "nothing booked, the best stays the seed"
+    ),
+)
+def test_a_seed_swapped_while_an_adoption_is_booked_is_not_booked(
+    example, projects, capevolve, capsys, monkeypatch
+):
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    val = split_ids(project, "val")
+    fixing(project, "big", val[:5])
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
+    commit = importlib.import_module("pytest_capevolve._policy.booking.commit")
+    checked = commit.adoption
+
+    def raced(*args, **kwargs):  # the swap lands right after the check: deterministic, no timing
+        found = checked(*args, **kwargs)
+        seed = project / "capability" / "prompt.md"
+        seed.write_text(seed.read_text() + "".join(f"fix {t}\n" for t in val))
+        return found
+
+    monkeypatch.setattr(commit, "adoption", raced)
+    code, _, err = run(capsys, "commit", "big", str(project), "--decision", "accept")
+
+    # before: exit 0, the swapped bytes registered as the seed of a best labelled 'accepted against
+    # the same bytes as seed'
+    assert code != 0 and "capability changed while it was adopted: nothing booked" in err, err
+    second = projects.run_dir(project)
+    assert json.loads((second / "state.json").read_text())["best_id"] == "seed"
+    assert "big" not in _registered(second)
+    assert not [
+        e
+        for e in map(json.loads, (second / "events.jsonl").read_text().splitlines())
+        if e["kind"] == "decision"
+    ]

@@ -27,7 +27,8 @@ WAY_ON = "gate a changed version"
 class Adopted(NamedTuple):
     label: str  # what every view of this best shows
     snapshot: Path  # the earlier run's snapshot of the bytes, registered in this run on booking
-    seed: Path | None = None  # the parent's bytes, registered as this run's seed on booking when it had none
+    # the parent's bytes and the hash checked, registered as this run's seed on booking when it had none
+    seed: tuple[Path, str] | None = None
 
 
 def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Spec) -> Adopted | None:
@@ -54,7 +55,8 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Sp
         raise CommitRefused(f"{accepted}, but its record there does not check ({exc}); {WAY_ON}") from None
     against = decided.get("against")
     why = _another_question(decided, booked[0], decided_under(rundir, spec), earlier)  # as this run froze
-    if not why and not _same_parent(there, rundir, against, best, spec):
+    parent = "" if why else _same_parent(there, rundir, against, best, spec)
+    if not why and not parent:
         why = f"against {against!r} there, whose bytes differ from this run's best {best!r}: not adopted"
     if why:
         raise CommitRefused(f"{accepted} {why}" + ("" if "; " in why else f"; {WAY_ON}"))
@@ -64,7 +66,8 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Sp
     if said := label_of(booked[0]):  # re-gated under a changed harness there: so it stays
         label = f"{said.split(' — ')[0]} — in run {earlier.run_id}, adopted"
     unfrozen = best == SEED_TAG and best not in registered_hashes(rundir)  # its seed is what it was against
-    return Adopted(label + ", not gated again", snapshot, spec.capability_path if unfrozen else None)
+    seed = (spec.capability_path, parent) if unfrozen else None
+    return Adopted(label + ", not gated again", snapshot, seed)
 
 
 def _another_question(decided: dict[str, Any], booked: dict[str, Any], spec: Spec, earlier: Earlier) -> str:
@@ -96,12 +99,12 @@ def _another_question(decided: dict[str, Any], booked: dict[str, Any], spec: Spe
     return ""
 
 
-def _same_parent(there: RunDir, rundir: RunDir, parent: Any, best: str, spec: Spec) -> bool:
-    """Whether the earlier accept was against the same bytes as this run's best."""
+def _same_parent(there: RunDir, rundir: RunDir, parent: Any, best: str, spec: Spec) -> str:
+    """The hash of the bytes the earlier accept was against when they are this run's best's; "" if not."""
     theirs, mine = registered_hashes(there).get(str(parent)), registered_hashes(rundir).get(best)
     if mine is None and best == SEED_TAG:  # a new run whose first session met only the repeat
         try:
             mine = content_hash(spec.capability_path)
         except (OSError, CandidateError):
-            return False
-    return parent is not None and theirs is not None and theirs == mine
+            return ""
+    return theirs if parent is not None and theirs is not None and theirs == mine else ""
