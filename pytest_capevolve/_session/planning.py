@@ -195,6 +195,7 @@ class Repeats:
             {
                 "repeats": earlier.tag,
                 "content_hash": digest,
+                "earlier_run": earlier.run_id,
                 "earlier_decision": earlier.decision,
                 "earlier_level": earlier.level,
                 "source": str(path),

@@ -177,3 +177,26 @@ def test_a_seed_swapped_while_an_adoption_is_booked_is_not_booked(
         for e in map(json.loads, (second / "events.jsonl").read_text().splitlines())
         if e["kind"] == "decision"
     ]
+
+
+def test_an_adoption_is_not_adopted_again_and_the_refusal_says_why(
+    example, projects, capevolve, capsys, tmp_path
+):
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    fixing(project, "big", split_ids(project, "val")[:5])
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
+    first = projects.run_dir(project)
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
+    assert run(capsys, "commit", "big", str(project), "--decision", "accept")[0] == 0
+    second = projects.run_dir(project)
+    first.rename(tmp_path / first.name)  # run A moved out: run B's adoption is what is left
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
+
+    code, _, err = run(capsys, "commit", "big", str(project), "--decision", "accept")
+
+    # before: "'big' was accepted in run B against its gate (which said 'repeat')": no gate was overruled
+    assert code != 0, err
+    assert "against its gate" not in err, err
+    assert f"adopted there from run {first.name}, whose record is not in this project any more" in err, err
+    assert "gate a changed version" in err and second.name in err

@@ -18,7 +18,7 @@ from ..._store.log.event_kinds import DECISION
 from ..._store.rundir import RunDir
 from ..alpha.gate_settings import KEY, decided_under, settings_of
 from ..gate.regate import decided_level
-from ..repeats.identity import Earlier, decided_in_project, registered_hashes
+from ..repeats.identity import REPEAT, Earlier, decided_in_project, registered_hashes
 from .commit_checks import CommitRefused
 
 WAY_ON = "gate a changed version"
@@ -74,7 +74,11 @@ def _another_question(decided: dict[str, Any], booked: dict[str, Any], spec: Spe
     """Why the earlier accept was not its gate's, or answered another question (another val, any gate
     setting but the α schedule at a level ≤ this run's α, or one its verdict does not record) or harness;
     "" when it answered this run's."""
-    theirs = (decided.get("details") or {}).get("gate_settings")
+    details = decided.get("details") or {}
+    theirs, source = details.get("gate_settings"), details.get("earlier_run")
+    if decided.get("decision") == REPEAT and not booked.get("against_gate"):  # adopted there, not gated
+        there = f"run {source}" if source else "another run"
+        return f"(adopted there from {there}, whose record is not in this project any more): not adopted"
     if booked.get("against_gate") or decided.get("decision") != "accept":
         return f"against its gate (which said {decided.get('decision')!r}): only a gate's accept is adopted"
     if earlier.val_overlap is not None:
