@@ -200,3 +200,35 @@ def test_an_adoption_is_not_adopted_again_and_the_refusal_says_why(
     assert "against its gate" not in err, err
     assert f"adopted there from run {first.name}, whose record is not in this project any more" in err, err
     assert "gate a changed version" in err and second.name in err
+
+
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "the gate's accept of 'big' repaired to reject there (`capevolve commit big --decision reject "
+        "--reject-basis gate --force` once another best stood), then 'big' proposed again in a new run and "
+        "`capevolve commit big --decision accept`: adopted as the new run's best, the repair ignored"
+    ),
+    outcome=(
+        "refused in one line naming the repair (its event seq) and the way on; nothing booked, the best stays"
+    ),
+)
+def test_an_accept_repaired_to_reject_there_is_not_adopted(example, projects, capevolve, capsys):
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    val = split_ids(project, "val")
+    fixing(project, "big", val[:5])
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
+    fixing(project, "bigger", val[:10])
+    assert capevolve(project, "bigger", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
+    repair = ["--decision", "reject", "--reject-basis", "gate", "--force"]
+    assert run(capsys, "commit", "big", str(project), *repair)[0] == 0
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
+
+    code, _, err = run(capsys, "commit", "big", str(project), "--decision", "accept")
+
+    # before: exit 0, 'big' the new run's best "adopted: accepted against the same bytes as 'seed'"
+    assert code != 0 and "but repaired there to reject (event seq" in err, err
+    assert "which said" not in err and "gate a changed version" in err, err
+    second = projects.run_dir(project)
+    assert json.loads((second / "state.json").read_text())["best_id"] == "seed"

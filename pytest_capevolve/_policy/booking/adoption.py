@@ -79,6 +79,8 @@ def _another_question(decided: dict[str, Any], booked: dict[str, Any], spec: Spe
     if decided.get("decision") == REPEAT and not booked.get("against_gate"):  # adopted there, not gated
         there = f"run {source}" if source else "another run"
         return f"(adopted there from {there}, whose record is not in this project any more): not adopted"
+    if booked.get("decision", "accept") != "accept":  # its gate's accept, then a forced repair there
+        return f"but repaired there to {booked['decision']} (event seq {booked.get('seq')}): not adopted"
     if booked.get("against_gate") or decided.get("decision") != "accept":
         return f"against its gate (which said {decided.get('decision')!r}): only a gate's accept is adopted"
     if earlier.val_overlap is not None:
