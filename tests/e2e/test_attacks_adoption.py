@@ -232,3 +232,25 @@ def test_an_accept_repaired_to_reject_there_is_not_adopted(example, projects, ca
     assert "which said" not in err and "gate a changed version" in err, err
     second = projects.run_dir(project)
     assert json.loads((second / "state.json").read_text())["best_id"] == "seed"
+
+
+def test_a_near_repeat_of_another_runs_accept_says_only_the_exact_bytes_are_adopted(
+    example, projects, capevolve, capsys
+):
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    big = fixing(project, "big", split_ids(project, "val")[:5])
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
+    spaced = project / "candidates" / "big_ws"
+    spaced.mkdir()
+    (spaced / "prompt.md").write_text((big / "prompt.md").read_text() + "   ")
+    session = capevolve(project, "big_ws", gate=True, extra=["--capevolve-new-run"])
+    assert session.ret == 15
+
+    code, _, err = run(capsys, "commit", "big_ws", str(project), "--decision", "accept")
+
+    # before: the REPEAT line and the refusal named no way to adopt that accept (adoption looks up
+    # the exact bytes); now both say to propose 'big''s exact bytes, or gate a changed version
+    way = "only its exact bytes are adopted: propose 'big''s bytes, or gate a changed version"
+    assert way in session.stdout.str()
+    assert code != 0 and way in err, err
