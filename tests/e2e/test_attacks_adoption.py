@@ -179,6 +179,18 @@ def test_a_seed_swapped_while_an_adoption_is_booked_is_not_booked(
     ]
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "run A's accept adopted by run B, run A's folder moved out, the bytes proposed again in run C and "
+        '`capevolve commit TAG --decision accept`: refused as "accepted in run B against its gate (which '
+        "said 'repeat')\", though no gate was overruled"
+    ),
+    outcome=(
+        "refused in one line saying what is true: adopted in run B from run A, whose record is not in "
+        "this project any more; the way on (gate a changed version)"
+    ),
+)
 def test_an_adoption_is_not_adopted_again_and_the_refusal_says_why(
     example, projects, capevolve, capsys, tmp_path
 ):
@@ -234,6 +246,18 @@ def test_an_accept_repaired_to_reject_there_is_not_adopted(example, projects, ca
     assert json.loads((second / "state.json").read_text())["best_id"] == "seed"
 
 
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "another run's accept proposed in a new run with trailing whitespace added: `REPEAT`, but "
+        "`capevolve commit TAG --decision accept` refused (adoption takes the exact bytes) and no line "
+        "said how to adopt that accept"
+    ),
+    outcome=(
+        "still a REPEAT, never adopted; the session's line and the refusal say the way on: propose that "
+        "tag's exact bytes, or gate a changed version"
+    ),
+)
 def test_a_near_repeat_of_another_runs_accept_says_only_the_exact_bytes_are_adopted(
     example, projects, capevolve, capsys
 ):
