@@ -176,7 +176,8 @@ class Repeats:
             from .._policy.repeats.identity import near_repeat_line, same_text_as
 
             earlier = same_text_as(self.rundir, tag, path, best=self.best, elsewhere=elsewhere)
-            said = near_repeat_line(tag, earlier, best=self.best) if earlier is not None else None
+            here = self.rundir.run_id
+            said = near_repeat_line(tag, earlier, best=self.best, here=here) if earlier is not None else None
         if earlier is None:
             return False
         self.labels.pop(tag, None)  # a repeat within this run is one whatever the harness
@@ -195,6 +196,7 @@ class Repeats:
             {
                 "repeats": earlier.tag,
                 "content_hash": digest,
+                "earlier_run": earlier.run_id,
                 "earlier_decision": earlier.decision,
                 "earlier_level": earlier.level,
                 "source": str(path),

@@ -131,3 +131,150 @@ def test_a_snapshot_swapped_while_an_adoption_is_booked_is_not_booked(
         for e in map(json.loads, (second / "events.jsonl").read_text().splitlines())
         if e["kind"] == "decision"
     ]
+
+
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "a new run that had not registered its seed: `capability/` swapped for other bytes between "
+        "adoption's check that it holds the seed the accept was against and the booking's copy of it "
+        "(won once): the copy registered as the run's seed was not what was checked"
+    ),
+    outcome=(
+        "refused: the booking compares the seed it registered with the hash the check compared; "
+        "nothing booked, the best stays the seed"
+    ),
+)
+def test_a_seed_swapped_while_an_adoption_is_booked_is_not_booked(
+    example, projects, capevolve, capsys, monkeypatch
+):
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    val = split_ids(project, "val")
+    fixing(project, "big", val[:5])
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
+    commit = importlib.import_module("pytest_capevolve._policy.booking.commit")
+    checked = commit.adoption
+
+    def raced(*args, **kwargs):  # the swap lands right after the check: deterministic, no timing
+        found = checked(*args, **kwargs)
+        seed = project / "capability" / "prompt.md"
+        seed.write_text(seed.read_text() + "".join(f"fix {t}\n" for t in val))
+        return found
+
+    monkeypatch.setattr(commit, "adoption", raced)
+    code, _, err = run(capsys, "commit", "big", str(project), "--decision", "accept")
+
+    # before: exit 0, the swapped bytes registered as the seed of a best labelled 'accepted against
+    # the same bytes as seed'
+    assert code != 0 and "capability changed while it was adopted: nothing booked" in err, err
+    second = projects.run_dir(project)
+    assert json.loads((second / "state.json").read_text())["best_id"] == "seed"
+    assert "big" not in _registered(second)
+    assert not [
+        e
+        for e in map(json.loads, (second / "events.jsonl").read_text().splitlines())
+        if e["kind"] == "decision"
+    ]
+
+
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "run A's accept adopted by run B, run A's folder moved out, the bytes proposed again in run C and "
+        '`capevolve commit TAG --decision accept`: refused as "accepted in run B against its gate (which '
+        "said 'repeat')\", though no gate was overruled"
+    ),
+    outcome=(
+        "refused in one line saying what is true: adopted in run B from run A, whose record is not in "
+        "this project any more; the way on (gate a changed version)"
+    ),
+)
+def test_an_adoption_is_not_adopted_again_and_the_refusal_says_why(
+    example, projects, capevolve, capsys, tmp_path
+):
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    fixing(project, "big", split_ids(project, "val")[:5])
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
+    first = projects.run_dir(project)
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
+    assert run(capsys, "commit", "big", str(project), "--decision", "accept")[0] == 0
+    second = projects.run_dir(project)
+    first.rename(tmp_path / first.name)  # run A moved out: run B's adoption is what is left
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
+
+    code, _, err = run(capsys, "commit", "big", str(project), "--decision", "accept")
+
+    # before: "'big' was accepted in run B against its gate (which said 'repeat')": no gate was overruled
+    assert code != 0, err
+    assert "against its gate" not in err, err
+    assert f"adopted there from run {first.name}, whose record is not in this project any more" in err, err
+    assert "gate a changed version" in err and second.name in err
+
+
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "the gate's accept of 'big' repaired to reject there (`capevolve commit big --decision reject "
+        "--reject-basis gate --force` once another best stood), then 'big' proposed again in a new run and "
+        "`capevolve commit big --decision accept`: adopted as the new run's best, the repair ignored"
+    ),
+    outcome=(
+        "refused in one line naming the repair (its event seq) and the way on; nothing booked, the best stays"
+    ),
+)
+def test_an_accept_repaired_to_reject_there_is_not_adopted(example, projects, capevolve, capsys):
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    val = split_ids(project, "val")
+    fixing(project, "big", val[:5])
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
+    fixing(project, "bigger", val[:10])
+    assert capevolve(project, "bigger", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
+    repair = ["--decision", "reject", "--reject-basis", "gate", "--force"]
+    assert run(capsys, "commit", "big", str(project), *repair)[0] == 0
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
+
+    code, _, err = run(capsys, "commit", "big", str(project), "--decision", "accept")
+
+    # before: exit 0, 'big' the new run's best "adopted: accepted against the same bytes as 'seed'"
+    assert code != 0 and "but repaired there to reject (event seq" in err, err
+    assert "which said" not in err and "gate a changed version" in err, err
+    second = projects.run_dir(project)
+    assert json.loads((second / "state.json").read_text())["best_id"] == "seed"
+
+
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "another run's accept proposed in a new run with trailing whitespace added: `REPEAT`, but "
+        "`capevolve commit TAG --decision accept` refused (adoption takes the exact bytes) and no line "
+        "said how to adopt that accept"
+    ),
+    outcome=(
+        "still a REPEAT, never adopted; the session's line and the refusal say the way on: propose that "
+        "tag's exact bytes, or gate a changed version"
+    ),
+)
+def test_a_near_repeat_of_another_runs_accept_says_only_the_exact_bytes_are_adopted(
+    example, projects, capevolve, capsys
+):
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    big = fixing(project, "big", split_ids(project, "val")[:5])
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
+    spaced = project / "candidates" / "big_ws"
+    spaced.mkdir()
+    (spaced / "prompt.md").write_text((big / "prompt.md").read_text() + "   ")
+    session = capevolve(project, "big_ws", gate=True, extra=["--capevolve-new-run"])
+    assert session.ret == 15
+
+    code, _, err = run(capsys, "commit", "big_ws", str(project), "--decision", "accept")
+
+    # before: the REPEAT line and the refusal named no way to adopt that accept (adoption looks up
+    # the exact bytes); now both say to propose 'big''s exact bytes, or gate a changed version
+    way = "only its exact bytes are adopted: propose 'big''s bytes, or gate a changed version"
+    assert way in session.stdout.str()
+    assert code != 0 and way in err, err

@@ -18,7 +18,7 @@ from ..._store.log.event_kinds import DECISION
 from ..._store.rundir import RunDir
 from ..alpha.gate_settings import KEY, decided_under, settings_of
 from ..gate.regate import decided_level
-from ..repeats.identity import Earlier, decided_in_project, registered_hashes
+from ..repeats.identity import REPEAT, Earlier, decided_in_project, registered_hashes
 from .commit_checks import CommitRefused
 
 WAY_ON = "gate a changed version"
@@ -27,7 +27,8 @@ WAY_ON = "gate a changed version"
 class Adopted(NamedTuple):
     label: str  # what every view of this best shows
     snapshot: Path  # the earlier run's snapshot of the bytes, registered in this run on booking
-    seed: Path | None = None  # the parent's bytes, registered as this run's seed on booking when it had none
+    # the parent's bytes and the hash checked, registered as this run's seed on booking when it had none
+    seed: tuple[Path, str] | None = None
 
 
 def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Spec) -> Adopted | None:
@@ -54,7 +55,8 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Sp
         raise CommitRefused(f"{accepted}, but its record there does not check ({exc}); {WAY_ON}") from None
     against = decided.get("against")
     why = _another_question(decided, booked[0], decided_under(rundir, spec), earlier)  # as this run froze
-    if not why and not _same_parent(there, rundir, against, best, spec):
+    parent = "" if why else _same_parent(there, rundir, against, best, spec)
+    if not why and not parent:
         why = f"against {against!r} there, whose bytes differ from this run's best {best!r}: not adopted"
     if why:
         raise CommitRefused(f"{accepted} {why}" + ("" if "; " in why else f"; {WAY_ON}"))
@@ -64,14 +66,21 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Sp
     if said := label_of(booked[0]):  # re-gated under a changed harness there: so it stays
         label = f"{said.split(' — ')[0]} — in run {earlier.run_id}, adopted"
     unfrozen = best == SEED_TAG and best not in registered_hashes(rundir)  # its seed is what it was against
-    return Adopted(label + ", not gated again", snapshot, spec.capability_path if unfrozen else None)
+    seed = (spec.capability_path, parent) if unfrozen else None
+    return Adopted(label + ", not gated again", snapshot, seed)
 
 
 def _another_question(decided: dict[str, Any], booked: dict[str, Any], spec: Spec, earlier: Earlier) -> str:
     """Why the earlier accept was not its gate's, or answered another question (another val, any gate
     setting but the α schedule at a level ≤ this run's α, or one its verdict does not record) or harness;
     "" when it answered this run's."""
-    theirs = (decided.get("details") or {}).get("gate_settings")
+    details = decided.get("details") or {}
+    theirs, source = details.get("gate_settings"), details.get("earlier_run")
+    if decided.get("decision") == REPEAT and not booked.get("against_gate"):  # adopted there, not gated
+        there = f"run {source}" if source else "another run"
+        return f"(adopted there from {there}, whose record is not in this project any more): not adopted"
+    if booked.get("decision", "accept") != "accept":  # its gate's accept, then a forced repair there
+        return f"but repaired there to {booked['decision']} (event seq {booked.get('seq')}): not adopted"
     if booked.get("against_gate") or decided.get("decision") != "accept":
         return f"against its gate (which said {decided.get('decision')!r}): only a gate's accept is adopted"
     if earlier.val_overlap is not None:
@@ -96,12 +105,12 @@ def _another_question(decided: dict[str, Any], booked: dict[str, Any], spec: Spe
     return ""
 
 
-def _same_parent(there: RunDir, rundir: RunDir, parent: Any, best: str, spec: Spec) -> bool:
-    """Whether the earlier accept was against the same bytes as this run's best."""
+def _same_parent(there: RunDir, rundir: RunDir, parent: Any, best: str, spec: Spec) -> str:
+    """The hash of the bytes the earlier accept was against when they are this run's best's; "" if not."""
     theirs, mine = registered_hashes(there).get(str(parent)), registered_hashes(rundir).get(best)
     if mine is None and best == SEED_TAG:  # a new run whose first session met only the repeat
         try:
             mine = content_hash(spec.capability_path)
         except (OSError, CandidateError):
-            return False
-    return parent is not None and theirs is not None and theirs == mine
+            return ""
+    return theirs if parent is not None and theirs is not None and theirs == mine else ""

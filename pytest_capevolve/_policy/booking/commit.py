@@ -139,10 +139,10 @@ def _label(
         entry["label"] = label["label"]
     if adopted is not None:  # an earlier run's accept, not gated again: every view says so
         entry["label"] = adopted.label
-        if rundir.snapshots.register_candidate(entry["tag"], adopted.snapshot) != details.get("content_hash"):
-            raise CommitRefused(f"{adopted.snapshot} changed while it was adopted: nothing booked; {WAY_ON}")
-        if adopted.seed is not None:  # the bytes it was accepted against stay this run's seed
-            rundir.snapshots.register_candidate(SEED_TAG, adopted.seed)
+        seed = [(SEED_TAG, *adopted.seed)] if adopted.seed else []  # what it was accepted against: the seed
+        for tag, source, digest in [*seed, (entry["tag"], adopted.snapshot, details.get("content_hash"))]:
+            if rundir.snapshots.register_candidate(tag, source) != digest:  # each copy is what was checked
+                raise CommitRefused(f"{source} changed while it was adopted: nothing booked; {WAY_ON}")
     ledger = details.get("shared_ledger")
     if isinstance(ledger, dict):  # decided by another project's decision in the shared ledger
         entry["shared_ledger"] = {str(k): str(v) for k, v in ledger.items()}

@@ -355,9 +355,11 @@ def same_text_as(
     return None
 
 
-def near_repeat_line(tag: str, earlier: Earlier, *, best: str) -> str:
+def near_repeat_line(tag: str, earlier: Earlier, *, best: str, here: str) -> str:
     same = f"candidate {tag!r} differs from {earlier.tag!r} only in line endings or trailing whitespace"
-    return _repeat_line(tag, "", earlier, best=best, same=same)
+    adopt = earlier.decision == "accept" and earlier.run_id != here and earlier.shared is None
+    way = f"; only its exact bytes are adopted: propose {earlier.tag!r}'s bytes, or gate a changed version"
+    return _repeat_line(tag, "", earlier, best=best, same=same) + (way if adopt else "")
 
 
 KIND = "decisions"
