@@ -54,6 +54,7 @@ from .hill_climb_options import (
     ini_overrides,
     instructions_template,
     names_a_schedule,
+    optimizer_outcomes,
     stop_reason,
 )
 from .hill_climb_record import (
@@ -191,7 +192,8 @@ class HillClimb:
         for cid in pending:
             self.o.log(f"resuming {cid}")
             self._iterate(cid)
-        while (stop := stop_reason(self.spec, rundir, self.o, len(self._iterations()))) is None:
+        proposed = len(optimizer_outcomes(rundir))  # failures in a row count from this invocation's
+        while (stop := stop_reason(self.spec, rundir, self.o, len(self._iterations()), proposed)) is None:
             self._iterate(self._next_cid())
         return self._summary(stop)
 

@@ -153,12 +153,12 @@ def instructions_template(options: Options) -> str:
         raise Refusal(f"--instructions-file {options.instructions_file}: {exc}") from None
 
 
-def stop_reason(spec: Spec, rundir: RunDir, options: Options, done: int) -> str | None:
+def stop_reason(spec: Spec, rundir: RunDir, options: Options, done: int, proposed: int = 0) -> str | None:
     """Why the loop stops now, ``done`` iterations in (one line for the log and ``summary.json``),
-    or None to go on."""
+    or None to go on; ``proposed``: the run's optimizer runs before this invocation."""
     if options.max_iterations is not None and done >= options.max_iterations:
         return max_iterations_reason(done, options.max_iterations)
-    if failing := failing_optimizer(rundir):
+    if failing := failing_optimizer(rundir, proposed):
         return failing
     report = spend_report(spec, rundir, n_siblings=1)
     if report["recommendation"]["action"] == "stop":
@@ -181,13 +181,18 @@ def stop_reason(spec: Spec, rundir: RunDir, options: Options, done: int) -> str 
 FAILED_IN_A_ROW = 3
 
 
-def failing_optimizer(rundir: RunDir) -> str | None:
-    """The stop when the run's last proposals all failed (a wrong ``--optimizer``), each booked an
-    unchanged copy; None while the optimizer works or has not failed that often in a row."""
-    said = [
+def optimizer_outcomes(rundir: RunDir) -> list[str | None]:
+    """What each of the run's optimizer runs came to (``ok``, ``exited 1 (…)``, …), in order."""
+    return [
         e.get("optimizer") for e in rundir.log.of_kinds(HILL_CLIMB_ITERATION) if e.get("phase") == "proposed"
     ]
-    last = said[-FAILED_IN_A_ROW:]
+
+
+def failing_optimizer(rundir: RunDir, before: int) -> str | None:
+    """The stop when this invocation's last proposals all failed (a wrong ``--optimizer``), each booked an
+    unchanged copy; None while it works or has not failed that often in a row. ``before``: the run's
+    proposals when the invocation started (a fixed command run again goes on)."""
+    last = optimizer_outcomes(rundir)[before:][-FAILED_IN_A_ROW:]
     if len(last) < FAILED_IN_A_ROW or "ok" in last:
         return None
     return (

@@ -362,3 +362,9 @@ def test_an_optimizer_that_fails_three_times_in_a_row_stops_the_loop(example, ca
         "optimizer: its last 3 runs failed, the last exited 1 (no such model;"
     )
     assert "fix the --optimizer command" in summary["stopped"]
+    # the way on: the command fixed and run again goes on in the run (the old failures do not stop it)
+    fixed = f"{PY} optimizer.py {{workdir}} {{prompt}}"
+    code, summary, err = hill_climb(capsys, project, "--optimizer", fixed, "--max-iterations", "4")
+    assert code == 0, err
+    assert len(summary["iterations"]) == 4 and not summary["stopped"].startswith("optimizer:"), summary
+    assert summary["iterations"][-1]["basis"] != "repeat", summary["iterations"]
