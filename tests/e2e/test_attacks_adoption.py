@@ -12,6 +12,15 @@ from cli_calls import run
 from fix_list_project import fixing, make_fix_list, split_ids
 
 
+def big_accepted(example, projects, capevolve):
+    """A fix-list project whose run's gate accepted 'big' (five val tasks fixed), booked."""
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    fixing(project, "big", split_ids(project, "val")[:5])
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
+    return project
+
+
 def _registered(rundir) -> dict[str, str]:
     events = [json.loads(line) for line in (rundir / "events.jsonl").read_text().splitlines()]
     return {e["tag"]: e["content_hash"] for e in events if e["kind"] == "candidate_registered"}
@@ -30,11 +39,7 @@ def _registered(rundir) -> dict[str, str]:
     ),
 )
 def test_an_edited_snapshot_of_accepted_bytes_is_not_adopted(example, projects, capevolve, capsys):
-    project = make_fix_list(example, projects)
-    assert capevolve(project).ret == 0
-    val = split_ids(project, "val")
-    fixing(project, "big", val[:5])
-    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
+    project = big_accepted(example, projects, capevolve)
     snapshot = projects.run_dir(project) / "candidates" / "big" / "files"
     snapshot.chmod(0o755)
     (snapshot / "prompt.md").chmod(0o644)
@@ -70,16 +75,14 @@ def test_an_edited_snapshot_of_accepted_bytes_is_not_adopted(example, projects, 
     ),
 )
 def test_an_adopted_accept_keeps_the_seed_it_was_accepted_against(example, projects, capevolve, capsys):
-    project = make_fix_list(example, projects)
-    assert capevolve(project).ret == 0
-    val = split_ids(project, "val")
-    fixing(project, "big", val[:5])
-    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
+    project = big_accepted(example, projects, capevolve)
     first = projects.run_dir(project)
     assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
     assert run(capsys, "commit", "big", str(project), "--decision", "accept")[0] == 0
     seed = project / "capability" / "prompt.md"
-    seed.write_text(seed.read_text() + "".join(f"fix {t}\n" for t in val))  # another seed, never gated
+    seed.write_text(
+        seed.read_text() + "".join(f"fix {t}\n" for t in split_ids(project, "val"))
+    )  # another seed, never gated
 
     finalized = capevolve(project, finalize=True)
 
@@ -104,10 +107,7 @@ def test_an_adopted_accept_keeps_the_seed_it_was_accepted_against(example, proje
 def test_a_snapshot_swapped_while_an_adoption_is_booked_is_not_booked(
     example, projects, capevolve, capsys, monkeypatch
 ):
-    project = make_fix_list(example, projects)
-    assert capevolve(project).ret == 0
-    fixing(project, "big", split_ids(project, "val")[:5])
-    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
+    project = big_accepted(example, projects, capevolve)
     assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
     # the module the command imports next (an inline session may have dropped an earlier import)
     commit = importlib.import_module("pytest_capevolve._policy.booking.commit")
@@ -148,11 +148,7 @@ def test_a_snapshot_swapped_while_an_adoption_is_booked_is_not_booked(
 def test_a_seed_swapped_while_an_adoption_is_booked_is_not_booked(
     example, projects, capevolve, capsys, monkeypatch
 ):
-    project = make_fix_list(example, projects)
-    assert capevolve(project).ret == 0
-    val = split_ids(project, "val")
-    fixing(project, "big", val[:5])
-    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
+    project = big_accepted(example, projects, capevolve)
     assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
     commit = importlib.import_module("pytest_capevolve._policy.booking.commit")
     checked = commit.adoption
@@ -160,7 +156,7 @@ def test_a_seed_swapped_while_an_adoption_is_booked_is_not_booked(
     def raced(*args, **kwargs):  # the swap lands right after the check: deterministic, no timing
         found = checked(*args, **kwargs)
         seed = project / "capability" / "prompt.md"
-        seed.write_text(seed.read_text() + "".join(f"fix {t}\n" for t in val))
+        seed.write_text(seed.read_text() + "".join(f"fix {t}\n" for t in split_ids(project, "val")))
         return found
 
     monkeypatch.setattr(commit, "adoption", raced)
@@ -194,10 +190,7 @@ def test_a_seed_swapped_while_an_adoption_is_booked_is_not_booked(
 def test_an_adoption_is_not_adopted_again_and_the_refusal_says_why(
     example, projects, capevolve, capsys, tmp_path
 ):
-    project = make_fix_list(example, projects)
-    assert capevolve(project).ret == 0
-    fixing(project, "big", split_ids(project, "val")[:5])
-    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
+    project = big_accepted(example, projects, capevolve)
     first = projects.run_dir(project)
     assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
     assert run(capsys, "commit", "big", str(project), "--decision", "accept")[0] == 0
@@ -226,12 +219,8 @@ def test_an_adoption_is_not_adopted_again_and_the_refusal_says_why(
     ),
 )
 def test_an_accept_repaired_to_reject_there_is_not_adopted(example, projects, capevolve, capsys):
-    project = make_fix_list(example, projects)
-    assert capevolve(project).ret == 0
-    val = split_ids(project, "val")
-    fixing(project, "big", val[:5])
-    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
-    fixing(project, "bigger", val[:10])
+    project = big_accepted(example, projects, capevolve)
+    fixing(project, "bigger", split_ids(project, "val")[:10])
     assert capevolve(project, "bigger", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
     repair = ["--decision", "reject", "--reject-basis", "gate", "--force"]
     assert run(capsys, "commit", "big", str(project), *repair)[0] == 0
