@@ -5,6 +5,7 @@ a project."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from cli_calls import run
@@ -74,7 +75,7 @@ def test_before_any_run_every_command_says_how_to_evaluate_in_one_error_line(
         assert err.rstrip().endswith(f"evaluate first: pytest --capevolve-run {project}"), (argv, err)
 
 
-def test_baselines_left_out_line_names_a_command_a_user_can_paste(tmp_path) -> None:
+def test_baselines_left_out_line_names_a_command_a_user_can_paste(tmp_path, monkeypatch) -> None:
     """`capevolve baseline` said "`pytest --capevolve-run …` shows it": pasted, that session reused
     every rollout and listed none ("no tests ran"). The line names `capevolve diagnose` on the best,
     which reads the failed rollouts back, quoted for a shell."""
@@ -84,12 +85,14 @@ def test_baselines_left_out_line_names_a_command_a_user_can_paste(tmp_path) -> N
     from pytest_capevolve._cli.main import build_parser
 
     project = tmp_path / "my agent"
+    monkeypatch.chdir(tmp_path)  # named relative to the current folder, the shorter: not machine-dependent
     said = _session_summary("FAILED x\n===== capevolve run 1 =====\ntable\n", "seed", project)
     shown = shlex.split(said.split("`")[1])
     assert said.startswith("===== capevolve run 1")
-    assert shown == ["capevolve", "diagnose", "seed", str(project), "--table"]
+    assert shown == ["capevolve", "diagnose", "seed", "my agent", "--table"]
     parsed = build_parser().parse_args(shown[1:])
-    assert (parsed.command, parsed.tag, parsed.project, parsed.table) == ("diagnose", "seed", project, True)
+    assert (parsed.command, parsed.tag, parsed.table) == ("diagnose", "seed", True)
+    assert Path(parsed.project).absolute() == project
 
 
 class _ClosedPipe:
