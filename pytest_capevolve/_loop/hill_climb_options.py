@@ -153,7 +153,7 @@ def instructions_template(options: Options) -> str:
         raise Refusal(f"--instructions-file {options.instructions_file}: {exc}") from None
 
 
-def stop_reason(spec: Spec, rundir: RunDir, options: Options, done: int, proposed: int = 0) -> str | None:
+def stop_reason(spec: Spec, rundir: RunDir, options: Options, done: int, proposed: int) -> str | None:
     """Why the loop stops now, ``done`` iterations in (one line for the log and ``summary.json``),
     or None to go on; ``proposed``: the run's optimizer runs before this invocation."""
     if options.max_iterations is not None and done >= options.max_iterations:

@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from .._decide.basis import Basis
 from .._decide.verdict import Verdict, refusal
@@ -145,10 +144,6 @@ class GuardRefusal(Refusal):
         self.guard = guard
 
 
-def refuse(guard: Guard, at: Checkpoint, said: str, project: Path | None = None) -> NoReturn:
-    raise GuardRefusal(guard, pasteable(f"{said}; {guard.way_on_at(at)}", project))
-
-
 def finalized_said(rundir: RunDir) -> str | None:
     if Seal(rundir).closed() is None:
         return None
@@ -160,7 +155,7 @@ def finalized_said(rundir: RunDir) -> str | None:
 
 def refuse_finalized(rundir: RunDir, at: Checkpoint) -> None:
     if (said := finalized_said(rundir)) is not None:
-        refuse(FINALIZED, at, said, rundir.project_dir)
+        raise GuardRefusal(FINALIZED, pasteable(f"{said}; {FINALIZED.way_on_at(at)}", rundir.project_dir))
 
 
 def refusal_verdict(spec: Spec, guard: Guard, at: Checkpoint, *, reason: str, **fields: Any) -> Verdict:

@@ -65,10 +65,10 @@ class EvaluationSession:
 
         events = self.rundir.log.events()
         n_val = len(self.planned.plan.task_ids)
-        reuse = val_budget.val_reuse(self.spec, events, self.rundir.verdicts.verdicts(), n_val)
+        # under commit auto this session's decisions are booked right after this line; earlier ones may wait
+        booking = self.planned.plan.tags() if self.gate.commit == "auto" else ()
+        reuse = val_budget.val_reuse(self.spec, events, self.rundir.verdicts.verdicts(), n_val, booking)
         alarm = val_budget.run_calibration(self.spec, events)
-        if self.gate.commit == "auto":  # booked right after this line
-            reuse["unbooked"], reuse["book"] = {}, None
         outcome.say(
             f"{val_budget.decisions_said(reuse)}; {reuse['advice']}",
             yellow=bool(reuse["refresh_val"]),

@@ -26,6 +26,23 @@ def _registered(rundir) -> dict[str, str]:
     return {e["tag"]: e["content_hash"] for e in events if e["kind"] == "candidate_registered"}
 
 
+def _commit_swapping(project, capevolve, capsys, monkeypatch, swap):
+    """'big' repeated in a new run, then `capevolve commit big --decision accept` with ``swap(found)``
+    run right after adoption's check: deterministic, no timing."""
+    assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
+    # the module the command imports next (an inline session may have dropped an earlier import)
+    commit = importlib.import_module("pytest_capevolve._policy.booking.commit")
+    checked = commit.adoption
+
+    def raced(*args, **kwargs):
+        found = checked(*args, **kwargs)
+        swap(found)
+        return found
+
+    monkeypatch.setattr(commit, "adoption", raced)
+    return run(capsys, "commit", "big", str(project), "--decision", "accept")
+
+
 @pytest.mark.attack(
     "laundering",
     attack=(
@@ -108,19 +125,12 @@ def test_a_snapshot_swapped_while_an_adoption_is_booked_is_not_booked(
     example, projects, capevolve, capsys, monkeypatch
 ):
     project = big_accepted(example, projects, capevolve)
-    assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
-    # the module the command imports next (an inline session may have dropped an earlier import)
-    commit = importlib.import_module("pytest_capevolve._policy.booking.commit")
-    checked = commit.adoption
 
-    def raced(*args, **kwargs):  # the swap lands right after the check: deterministic, no timing
-        found = checked(*args, **kwargs)
+    def swap(found):
         (found.snapshot / "prompt.md").chmod(0o644)
         (found.snapshot / "prompt.md").write_text("fix all\n")
-        return found
 
-    monkeypatch.setattr(commit, "adoption", raced)
-    code, _, err = run(capsys, "commit", "big", str(project), "--decision", "accept")
+    code, _, err = _commit_swapping(project, capevolve, capsys, monkeypatch, swap)
 
     # before: exit 0, best 'big' holding 'fix all', never gated
     assert code != 0 and "changed while it was adopted: nothing booked" in err, err
@@ -149,18 +159,12 @@ def test_a_seed_swapped_while_an_adoption_is_booked_is_not_booked(
     example, projects, capevolve, capsys, monkeypatch
 ):
     project = big_accepted(example, projects, capevolve)
-    assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
-    commit = importlib.import_module("pytest_capevolve._policy.booking.commit")
-    checked = commit.adoption
 
-    def raced(*args, **kwargs):  # the swap lands right after the check: deterministic, no timing
-        found = checked(*args, **kwargs)
+    def swap(found):
         seed = project / "capability" / "prompt.md"
         seed.write_text(seed.read_text() + "".join(f"fix {t}\n" for t in split_ids(project, "val")))
-        return found
 
-    monkeypatch.setattr(commit, "adoption", raced)
-    code, _, err = run(capsys, "commit", "big", str(project), "--decision", "accept")
+    code, _, err = _commit_swapping(project, capevolve, capsys, monkeypatch, swap)
 
     # before: exit 0, the swapped bytes registered as the seed of a best labelled 'accepted against
     # the same bytes as seed'

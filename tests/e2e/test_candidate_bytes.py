@@ -402,7 +402,7 @@ def test_a_repeat_of_accepted_bytes_in_a_new_run_is_said_as_a_repeat_not_a_rejec
         [
             f"big *REPEAT*never paid for: repeat of 'big' (accepted at α = 0.05, as recorded) in run {first}*",
             "big: nothing booked — repeat of 'big' (accepted at α = 0.05, as recorded); "
-            "`capevolve commit big --decision accept` adopts that accept as this run's best*",
+            "`capevolve commit big * --decision accept` adopts that accept as this run's best*",
         ]
     )
     assert not [line for line in out.splitlines() if line.startswith("big") and "REJECT" in line]

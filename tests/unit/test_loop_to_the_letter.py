@@ -58,19 +58,20 @@ def test_accepted_siblings_that_fixed_disjoint_tasks_are_named_until_merged() ->
         _accept("b", "seed", ["t3"]),  # re-gated against a: the best holds b's edit only
         _accept("c", "b", ["t4"]),  # a child, not a sibling
     ]
-    [pair] = unmerged_siblings(events)
-    # the command as merge takes it: --tag is required (it printed without one once)
-    assert pair["tags"] == ["a", "b"] and pair["command"] == "capevolve merge a b --tag a_b"
-    assert "capevolve merge a b --tag a_b" in merge_reminder([pair]) and merge_reminder([]) == ""
-    assert build_parser().parse_args(pair["command"].split()[1:]).tag == "a_b"  # merge's parser takes it
-    # and names the project, so it works from where `capevolve spend PROJECT` was typed (issue 38, trap 4)
-    [pair] = unmerged_siblings(events, Path("/srv/my-agent"))
-    assert pair["command"] == "capevolve merge a b --tag a_b --project /srv/my-agent"
-    assert build_parser().parse_args(pair["command"].split()[1:]).project_option == Path("/srv/my-agent")
+    project = Path("/srv/my-agent")
+    [pair] = unmerged_siblings(events, project)
+    # the command as merge takes it: --tag is required (it printed without one once), and it names the
+    # project, so it works from where `capevolve spend PROJECT` was typed (issue 38, trap 4)
+    command = "capevolve merge a b --tag a_b --project /srv/my-agent"
+    assert pair["tags"] == ["a", "b"] and pair["command"] == command
+    assert command in merge_reminder([pair]) and merge_reminder([]) == ""
+    parsed = build_parser().parse_args(pair["command"].split()[1:])  # merge's parser takes it
+    assert parsed.tag == "a_b" and parsed.project_option == project
     # overlapping fixes are not disjoint clusters; a merge work copy settles the pair
-    assert unmerged_siblings([_accept("a", "seed", ["t1"]), _accept("b", "seed", ["t1", "t3"])]) == []
+    overlapping = [_accept("a", "seed", ["t1"]), _accept("b", "seed", ["t1", "t3"])]
+    assert unmerged_siblings(overlapping, project) == []
     merged = {"kind": "work_created", "tag": "ab", "merged_from": ["a", "b"]}
-    assert unmerged_siblings([*events, merged]) == []
+    assert unmerged_siblings([*events, merged], project) == []
 
 
 def test_hill_climb_accepts_cap_evolve_s_all_at_once_focus() -> None:

@@ -242,5 +242,11 @@ def test_a_gate_decision_left_unbooked_is_said_so_with_the_command_that_books_it
         "val reuse (constant): 2 gate decision(s) on val so far, 1 decided but not booked: "
     )
     assert "`capevolve commit c1 . --decision accept` books 'c1'; the next gets α = 0.05" in said
-    events.append({"kind": "decision", "tag": "c1", "decision": "accept"})
+    # a session under commit auto books its own decisions right after the line: an earlier one waits
+    events.append({"kind": "gate_decision", "tag": "c3", "decision": "accept"})
+    reuse = val_reuse(_loop_spec("constant"), events, {}, 30, booking={"c3"})
+    assert (
+        reuse["unbooked"] == {"c1": "accept"} and reuse["book"] == "capevolve commit c1 . --decision accept"
+    )
+    events += [{"kind": "decision", "tag": t, "decision": "accept"} for t in ("c1", "c3")]
     assert "not booked" not in decisions_said(val_reuse(_loop_spec("constant"), events, {}, 30))

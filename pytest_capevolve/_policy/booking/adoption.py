@@ -28,7 +28,7 @@ class Adopted(NamedTuple):
     label: str  # what every view of this best shows
     snapshot: Path  # the earlier run's snapshot of the bytes, registered in this run on booking
     # the parent's bytes and the hash checked, registered as this run's seed on booking when it had none
-    seed: tuple[Path, str] | None = None
+    seed: tuple[Path, str] | None
 
 
 def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Spec) -> Adopted | None:

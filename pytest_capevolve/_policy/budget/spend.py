@@ -418,12 +418,10 @@ def _plain_number(value: Any) -> Any:
     return f"{value:.6g}" if isinstance(value, float) else value
 
 
-def unmerged_siblings(
-    events: Iterable[Mapping[str, Any]], project: Path | None = None
-) -> list[dict[str, Any]]:
+def unmerged_siblings(events: Iterable[Mapping[str, Any]], project: Path) -> list[dict[str, Any]]:
     """Pairs of accepted siblings with disjoint ``fixed`` tasks that no merge combines yet, oldest first,
-    each with the command that merges them (naming ``project``, given one)."""
-    where = "" if project is None else pasteable(" --project PROJECT", project)
+    each with the command that merges them in ``project``."""
+    where = pasteable(" --project PROJECT", project)
     accepted: dict[str, list[Mapping[str, Any]]] = {}
     merged: list[set[str]] = []
     for event in events:

@@ -5,6 +5,7 @@ The MDE (80 % power) at the next decision's α says when ``gate_min_effect`` is 
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from typing import Any, TypedDict
 
 from ..._decide import alpha_budget
@@ -48,10 +49,14 @@ def delta_spread(events: list[dict[str, Any]], verdicts: dict[str, dict[str, Any
 
 
 def val_reuse(
-    spec: Spec, events: list[dict[str, Any]], verdicts: dict[str, dict[str, Any]], n_val: int
+    spec: Spec,
+    events: list[dict[str, Any]],
+    verdicts: dict[str, dict[str, Any]],
+    n_val: int,
+    booking: Collection[str] = (),  # tags booked right after (a session under commit auto): not unbooked
 ) -> ValReuse:
     decided = alpha_budget.decisions_so_far(events)
-    waiting = unbooked(events)
+    waiting = {t: d for t, d in unbooked(events).items() if t not in booking}
     accepts = alpha_budget.accepted_decisions(events)
     discarded = alpha_budget.discarded_decisions(events)  # addis: Δ̄ < 0 spent nothing
     next_alpha = float(

@@ -328,7 +328,7 @@ def already_decided_reason(recorded: dict[str, Any], rederived: str) -> str:
 
 
 def same_text_as(
-    rundir: RunDir, tag: str, path: Path, *, best: str, elsewhere: Mapping[str, Earlier] | None = None
+    rundir: RunDir, tag: str, path: Path, *, best: str, elsewhere: Mapping[str, Earlier]
 ) -> Earlier | None:
     """The decided tag (or the best) whose files differ from ``path``'s in whitespace at line ends only: in
     this run, or a decision ``elsewhere`` (:func:`decided_in_project`) whose run folder is still here."""
@@ -339,7 +339,7 @@ def same_text_as(
     wanted: list[tuple[RunDir, str, str, Earlier | None]] = [
         (rundir, t, d, None) for t, d in registered.items() if t in decided or t == best
     ]
-    wanted += [(RunDir(rundir.root.parent / e.run_id), e.tag, d, e) for d, e in (elsewhere or {}).items()]
+    wanted += [(RunDir(rundir.root.parent / e.run_id), e.tag, d, e) for d, e in elsewhere.items()]
     if not wanted:
         return None
     mine = text_hash(path)

@@ -131,9 +131,8 @@ class FinalizeKind:
         from ..selection import refuse_partial
 
         rundir = RunDir.resolve(spec.project_dir, config.option.capevolve_run_id, create=False)
-        refuse_partial(
-            config, rundir.run_id, rundir.project_dir
-        )  # before the claim: a refused finalize writes nothing
+        # before the claim: a refused finalize writes nothing
+        refuse_partial(config, rundir.run_id, rundir.project_dir)
         seal = Seal(rundir)
         seal.claim()  # before anything is planned: a refused finalize pays and writes nothing
         try:
