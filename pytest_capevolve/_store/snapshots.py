@@ -59,9 +59,12 @@ class Snapshots:
             raise RunDirError(f"{meta}: damaged, lacks content_hash or source; {fix}")
         return str(found["content_hash"])
 
-    def register_candidate(self, tag: str, source: Path) -> str:
-        """Snapshot ``source`` under ``tag`` (first time) and return its content hash."""
+    def register_candidate(self, tag: str, source: Path, expected: str | None = None) -> str:
+        """Snapshot ``source`` under ``tag`` (first time) and return its content hash; refused before any
+        copy when it is not ``expected`` (the bytes a check compared a moment ago)."""
         digest = content_hash(source)
+        if expected is not None and digest != expected:
+            raise CandidateError(f"{source} no longer holds the bytes checked ({expected}): not registered")
         self._refuse_reserved(tag, digest)
         if self.refuse_other_bytes(tag, source, digest):
             return digest

@@ -136,6 +136,7 @@ def test_a_snapshot_swapped_while_an_adoption_is_booked_is_not_booked(
     assert code != 0 and "changed while it was adopted: nothing booked" in err, err
     second = projects.run_dir(project)
     assert json.loads((second / "state.json").read_text())["best_id"] == "seed"
+    assert "big" not in _registered(second)  # refused before the copy: no tag holds bytes no gate saw
     assert not [
         e
         for e in map(json.loads, (second / "events.jsonl").read_text().splitlines())

@@ -141,8 +141,12 @@ def _label(
         entry["label"] = adopted.label
         seed = [(SEED_TAG, *adopted.seed)] if adopted.seed else []  # what it was accepted against: the seed
         for tag, source, digest in [*seed, (entry["tag"], adopted.snapshot, details.get("content_hash"))]:
-            if rundir.snapshots.register_candidate(tag, source) != digest:  # each copy is what was checked
-                raise CommitRefused(f"{source} changed while it was adopted: nothing booked; {WAY_ON}")
+            try:  # each copy is what was checked, refused before it is registered
+                rundir.snapshots.register_candidate(tag, source, expected=str(digest))
+            except CandidateError:
+                raise CommitRefused(
+                    f"{source} changed while it was adopted: nothing booked; {WAY_ON}"
+                ) from None
     ledger = details.get("shared_ledger")
     if isinstance(ledger, dict):  # decided by another project's decision in the shared ledger
         entry["shared_ledger"] = {str(k): str(v) for k, v in ledger.items()}
