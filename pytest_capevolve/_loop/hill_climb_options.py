@@ -15,10 +15,10 @@ from .._decide.alpha_budget import LOOP_SCHEDULE
 from .._policy.budget.spend import spend_report
 from .._project.spec import FOCUS_ALIASES, Spec
 from .._project.yamlfile import YamlError, read_yaml
-from .._store.log.event_kinds import HILL_CLIMB_ITERATION
 from .._store.rundir import RunDir
 from ..exitcodes import Refusal
 from .diagnose import diagnose
+from .journal import proposals
 from .prompt import DEFAULT_INSTRUCTIONS, FOCUS_MODES, convergence, focus_tasks
 
 DEFAULT_OPTIMIZER_TIMEOUT = 1800.0
@@ -183,9 +183,7 @@ FAILED_IN_A_ROW = 3
 
 def optimizer_outcomes(rundir: RunDir) -> list[str | None]:
     """What each of the run's optimizer runs came to (``ok``, ``exited 1 (…)``, …), in order."""
-    return [
-        e.get("optimizer") for e in rundir.log.of_kinds(HILL_CLIMB_ITERATION) if e.get("phase") == "proposed"
-    ]
+    return [e.get("optimizer") for e in proposals(rundir)]
 
 
 def failing_optimizer(rundir: RunDir, before: int) -> str | None:

@@ -25,10 +25,9 @@ from .._project.harness import protected_digests, tampered
 from .._project.spec import Spec
 from .._store.files import atomic_write_json, read_json
 from .._store.log.event_chain import head
-from .._store.log.event_kinds import HILL_CLIMB_ITERATION
 from .._store.rundir import RunDir
 from .git_store import CandidateStore, StoreError
-from .journal import numbers, proposed_event
+from .journal import numbers, proposals, proposed_event
 
 SUMMARY_KEYS = ("tag", "decision", "basis", "delta_mean", "p_value")  # and the optimizer's outcome
 
@@ -105,11 +104,7 @@ def outcome_message(meta: dict[str, Any], cid: str, entry: dict[str, Any], reaso
 def summary_rows(rundir: RunDir, cids: list[str]) -> list[dict[str, Any]]:
     """One row of ``summary.json`` per decided iteration, from the log (not ``outcome.json``)."""
     standing = {str(event["tag"]): event for event in rundir.decisions()}
-    proposed = {
-        str(e.get("tag")): e.get("optimizer")
-        for e in rundir.log.of_kinds(HILL_CLIMB_ITERATION)
-        if e.get("phase") == "proposed"
-    }
+    proposed = {str(e.get("tag")): e.get("optimizer") for e in proposals(rundir)}
     return [
         {**{k: standing[cid].get(k) for k in SUMMARY_KEYS}, "optimizer": proposed.get(cid)}
         for cid in cids

@@ -82,10 +82,14 @@ def _verdict_of(rundir: RunDir, tag: str) -> tuple[dict[str, Any], str]:
     return verdict, escaped(str(verdict.get("reason") or ""))
 
 
+def proposals(rundir: RunDir) -> list[Mapping[str, Any]]:
+    """The run's hill-climb ``proposed`` events, in order: what each optimizer run came to, and its spend."""
+    return [e for e in rundir.log.of_kinds(HILL_CLIMB_ITERATION) if e.get("phase") == "proposed"]
+
+
 def proposed_event(rundir: RunDir, tag: str) -> Mapping[str, Any]:
     """``tag``'s hill-climb ``proposed`` event, the last ({} when there is none: older runs)."""
-    events = reversed(rundir.log.of_kinds(HILL_CLIMB_ITERATION))
-    return next((e for e in events if e.get("tag") == tag and e.get("phase") == "proposed"), {})
+    return next((e for e in reversed(proposals(rundir)) if e.get("tag") == tag), {})
 
 
 def _diff_of(rundir: RunDir, tag: str, entry: dict[str, Any], verdict: dict[str, Any]) -> str:
