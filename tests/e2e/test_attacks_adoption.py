@@ -26,6 +26,18 @@ def _registered(rundir) -> dict[str, str]:
     return {e["tag"]: e["content_hash"] for e in events if e["kind"] == "candidate_registered"}
 
 
+def _nothing_booked(second) -> None:
+    """The new run after a refused booking: the seed still its best, no decision, and no tag holding
+    bytes no gate saw (refused before the copy)."""
+    assert json.loads((second / "state.json").read_text())["best_id"] == "seed"
+    assert "big" not in _registered(second)
+    assert not [
+        e
+        for e in map(json.loads, (second / "events.jsonl").read_text().splitlines())
+        if e["kind"] == "decision"
+    ]
+
+
 def _commit_swapping(project, capevolve, capsys, monkeypatch, swap):
     """'big' repeated in a new run, then `capevolve commit big --decision accept` with ``swap(found)``
     run right after adoption's check: deterministic, no timing."""
@@ -134,14 +146,7 @@ def test_a_snapshot_swapped_while_an_adoption_is_booked_is_not_booked(
 
     # before: exit 0, best 'big' holding 'fix all', never gated
     assert code != 0 and "changed while it was adopted: nothing booked" in err, err
-    second = projects.run_dir(project)
-    assert json.loads((second / "state.json").read_text())["best_id"] == "seed"
-    assert "big" not in _registered(second)  # refused before the copy: no tag holds bytes no gate saw
-    assert not [
-        e
-        for e in map(json.loads, (second / "events.jsonl").read_text().splitlines())
-        if e["kind"] == "decision"
-    ]
+    _nothing_booked(projects.run_dir(project))
 
 
 @pytest.mark.attack(
@@ -170,14 +175,7 @@ def test_a_seed_swapped_while_an_adoption_is_booked_is_not_booked(
     # before: exit 0, the swapped bytes registered as the seed of a best labelled 'accepted against
     # the same bytes as seed'
     assert code != 0 and "capability changed while it was adopted: nothing booked" in err, err
-    second = projects.run_dir(project)
-    assert json.loads((second / "state.json").read_text())["best_id"] == "seed"
-    assert "big" not in _registered(second)
-    assert not [
-        e
-        for e in map(json.loads, (second / "events.jsonl").read_text().splitlines())
-        if e["kind"] == "decision"
-    ]
+    _nothing_booked(projects.run_dir(project))
 
 
 @pytest.mark.attack(
