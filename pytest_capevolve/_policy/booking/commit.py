@@ -79,7 +79,7 @@ def book(
             )
         adopted = adoption(rundir, verdict, best, spec) if decision == "accept" else None
         asked = Asked(tag, decision, basis, verdict, best, force)
-        against_gate = check(spec, asked, adopted=adopted is not None)
+        against_gate = check(spec, rundir, asked, adopted=adopted is not None)
         if not force:
             check_evidence(spec, rundir, asked, adopted=adopted is not None)
         parent = _parent(rundir, tag, best)

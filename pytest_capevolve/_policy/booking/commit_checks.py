@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ..._decide.basis import REJECT_BASES, Basis
 from ..._project.spec import Spec
-from ..._project.way_on import pasteable
+from ..._project.way_on import pasteable, shown
 from ..._store.log.event_kinds import GATE_DECISION, ROLLOUT, SCREEN
 from ..._store.rundir import RunDir
 from ..._store.snapshots import unknown_tag
@@ -83,17 +84,17 @@ def first_decision_stands(rundir: RunDir, tag: str, verdict: dict[str, Any] | No
         )
 
 
-def check(spec: Spec, asked: Asked, *, adopted: bool = False) -> bool:
+def check(spec: Spec, rundir: RunDir, asked: Asked, *, adopted: bool = False) -> bool:
     """Refuse what the record cannot support; returns whether an accept goes against the gate."""
     if asked.decision not in (*DECISIONS, INDECISIVE):
         raise CommitRefused(f"decision {asked.decision!r} is not one of {', '.join(DECISIONS)}")
     if asked.decision == "accept":
-        return check_accept(spec, asked, adopted=adopted)
+        return check_accept(spec, rundir, asked, adopted=adopted)
     check_not_accept(asked)
     return False
 
 
-def check_accept(spec: Spec, asked: Asked, *, adopted: bool) -> bool:
+def check_accept(spec: Spec, rundir: RunDir, asked: Asked, *, adopted: bool) -> bool:
     """An accept needs an accepting full-val verdict against the best (``force``: True, against the gate)."""
     tag = asked.tag
     if asked.basis is not None:
@@ -102,7 +103,7 @@ def check_accept(spec: Spec, asked: Asked, *, adopted: bool) -> bool:
         raise CommitRefused(f"{tag!r} is already the best")
     if adopted:
         return False
-    verdict = full_verdict_against_best(spec, tag, asked.verdict, asked.best)
+    verdict = full_verdict_against_best(rundir, tag, asked.verdict, asked.best)
     paired = float(verdict.get("coverage", {}).get("paired", 0.0))
     if paired < spec.min_coverage:
         raise CommitRefused(
@@ -119,7 +120,7 @@ def check_accept(spec: Spec, asked: Asked, *, adopted: bool) -> bool:
 
 
 def full_verdict_against_best(
-    spec: Spec, tag: str, verdict: dict[str, Any] | None, best: str
+    rundir: RunDir, tag: str, verdict: dict[str, Any] | None, best: str
 ) -> dict[str, Any]:
     if verdict is not None and verdict.get("decision") == "repeat":
         raise CommitRefused(
@@ -139,10 +140,12 @@ def full_verdict_against_best(
         )
     if not full or verdict is None or verdict.get("against") != best:
         seen = "no verdict" if verdict is None else f"a verdict against {verdict.get('against')!r}"
-        gate = "capevolve pytest --capevolve-run PROJECT --capevolve-candidate DIR --capevolve-gate"
+        snapshot = shlex.quote(shown(rundir.snapshots.snapshot_dir(tag)))  # the bytes registered as tag
+        gate = f"pytest --capevolve-run PROJECT --capevolve-candidate {snapshot} --capevolve-tag {tag} "
+        gate += "--capevolve-gate"
         raise CommitRefused(
             f"accepting {tag!r} needs a full-val verdict against the current best {best!r}; there is "
-            f"{seen}. Gate it: {pasteable(gate, spec.project_dir)}"
+            f"{seen}. Gate it: {pasteable(gate, rundir.project_dir)}"
         )
     return verdict
 
