@@ -14,6 +14,9 @@ _PROJECT = re.compile(r"\bPROJECT\b")
 _SESSION = re.compile(r"\bpytest (?=--capevolve-)")
 _NEW_RUN = re.compile(r"\bpytest --capevolve-run (?:'[^']*'|\S+) --capevolve-new-run\b")
 _LOOP_NEW_RUN = re.compile(r"\bcapevolve hill-climb --new-run\b")
+# capevolve's flags that take no value (plugin.py's ``flag(…)``): the word after one is not theirs
+_FLAGS = "rerun gate veto-regressions sequential test-reused harness-changed explain grow new-run"
+VALUELESS = frozenset(f"--capevolve-{name}" for name in _FLAGS.split())
 # the `capevolve hill-climb …` words being run: its ways into a new run keep the user's --optimizer …
 LOOP_WORDS: ContextVar[Sequence[str] | None] = ContextVar("LOOP_WORDS", default=None)
 
@@ -47,7 +50,11 @@ def own_flags(args: Sequence[str]) -> tuple[list[str], list[str]]:
     args = [str(a) for a in args]
     ours = {i for i, a in enumerate(args) if a.startswith("--capevolve-")}
     ours |= {
-        i + 1 for i in ours if "=" not in args[i] and not (args[i + 1 : i + 2] or ["-"])[0].startswith("-")
+        i + 1
+        for i in ours
+        if "=" not in args[i]
+        and args[i] not in VALUELESS
+        and not (args[i + 1 : i + 2] or ["-"])[0].startswith("-")
     }
     return [a for i, a in enumerate(args) if i not in ours], [a for i, a in enumerate(args) if i in ours]
 
