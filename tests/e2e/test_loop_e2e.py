@@ -142,7 +142,9 @@ def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolv
     )
     assert code == 2 and "'better' was already decided: accept" in err
     # 'better' is the best: a repaired reject left it the best, so the way on is a new run
-    assert "start a new run (`pytest --capevolve-run . --capevolve-new-run`)" in err and "--force" not in err
+    # the project's path, not '.': pasted from where the test runs, '.' is no project
+    assert f"start a new run (`pytest --capevolve-run {project.name} --capevolve-new-run`)" in err
+    assert "--force" not in err
     code, _, err = run_cli(
         capsys, "commit", "better", "--project", str(project), "--decision", "reject", "--force"
     )

@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 import shlex
 
+import pytest
 from cli_calls import run
 from fix_list_project import fixing, make_fix_list, split_ids
 
 
 def _pasted(text: str, after: str) -> list[str]:
-    """The ``pytest …`` command printed after ``after`` in ``text`` (up to the line's end), as arguments."""
-    command = shlex.split(text.split(after, 1)[1].splitlines()[0])
+    """The ``pytest …`` command printed after ``after`` in ``text`` (to a backquote or the line's end), as
+    arguments."""
+    command = shlex.split(text.split(after, 1)[1].split("`")[0].splitlines()[0])
     assert command[0] == "pytest", command
     return command[1:]
 
@@ -32,3 +34,21 @@ def test_an_accept_with_no_verdict_names_the_gate_command_that_books_it(
     gated = pytester.runpytest(*_pasted(err, "Gate it: "))
     assert gated.ret == 0, gated.stdout.str()[-3000:]
     assert json.loads((projects.run_dir(project) / "state.json").read_text())["best_id"] == "big"
+
+
+def test_a_second_finalize_names_a_new_run_of_this_project_not_of_the_current_folder(
+    example, projects, capevolve, pytester
+):
+    project = example("toy_calc")  # pytester's folder holds it: '.' is no project
+    assert capevolve(project).ret == 0
+    assert capevolve(project, finalize=True).ret == 0
+    first = projects.run_dir(project)
+
+    again = capevolve(project, finalize=True)
+
+    # before: "start a new run (`pytest --capevolve-run . --capevolve-new-run` …": no spec in '.'
+    err = again.stderr.str()
+    assert again.ret == pytest.ExitCode.USAGE_ERROR and "capevolve hill-climb toy_calc --new-run" in err, err
+    new_run = pytester.runpytest(*_pasted(err, "start a new run (`"), "-p", "no:cacheprovider")
+    assert new_run.ret == 0, new_run.stdout.str()[-3000:]
+    assert projects.run_dir(project) != first  # a new run of that project

@@ -14,6 +14,7 @@ from typing import Any, TypedDict
 from ..._engine import confinement
 from ..._project.candidate import SEED_TAG, CandidateError, bounded, changed_files, unified_diff
 from ..._project.spec import Spec
+from ..._project.way_on import pasteable
 from ..._show.numbers import num
 from ..._store.decisions.state_tally import short
 from ..._store.log.event_kinds import (
@@ -71,7 +72,11 @@ def book(
                 f"repair the record with `capevolve commit {tag} --decision {decision}"
                 f"{' --reject-basis ' + (basis or 'gate') if decision == 'reject' else ''} --force`"
                 if tag != best
-                else "start a new run (`pytest --capevolve-run . --capevolve-new-run`): it is the run's best"
+                else pasteable(
+                    "start a new run (`pytest --capevolve-run PROJECT --capevolve-new-run`): it is the "
+                    "run's best",
+                    rundir.project_dir,
+                )
             )
             raise CommitRefused(
                 f"{tag!r} was already decided: {first['decision']} (event seq {first['seq']}); a tag "

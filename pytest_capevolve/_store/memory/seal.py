@@ -84,12 +84,13 @@ class Seal:
 
     def _already_scored(self, done: dict[str, Any]) -> str:
         best = done.get("best", {})
-        return (
+        return pasteable(
             f"run {self.rundir.run_id}: the test split was already scored (best {best.get('tag')!r}, "
-            f"in {self.path}); it is scored exactly once per run. Read it with `capevolve measure`; "
-            "for a new search, start a new run (`pytest --capevolve-run . --capevolve-new-run` or "
-            "`capevolve hill-climb --new-run`) and finalize that run, with a split_ids_file leaving these "
-            "test tasks out (in the spec before it starts: harness) or --capevolve-test-reused"
+            f"in {self.path}); it is scored exactly once per run. Read it with `capevolve measure PROJECT`; "
+            "for a new search, start a new run (`pytest --capevolve-run PROJECT --capevolve-new-run` or "
+            "`capevolve hill-climb PROJECT --new-run`) and finalize that run, with a split_ids_file leaving "
+            "these test tasks out (in the spec before it starts: harness) or --capevolve-test-reused",
+            self.rundir.project_dir,
         )
 
     @property
