@@ -7,6 +7,8 @@ is imported inside ``pytest_configure``, only when a ``--capevolve-*`` session i
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,26 @@ INI_KEYS = tuple(
     "shared_ledger".split()
 )
 HYPOTHESIS_PLUGIN = "hypothesispytest"  # its pytest11 entry point's name
+
+
+# a rollout's node id as a FAILED line prints it: ``capevolve.yaml::val::q05[seed-t0]`` (or ``val::…``)
+_ROLLOUT_ID = re.compile(r"(?:(.*)::)?(?:train|val|test)::[^:]+\[(.+?)-(?:b\d+-)?t\d+\]")
+
+
+def _refuse_rollout_ids(config: pytest.Config) -> None:
+    """A FAILED line's id pasted where no ``--capevolve-run`` collects it: say so, and what to type (pytest
+    alone says only "not found")."""
+    for arg in map(str, config.args):
+        if (found := _ROLLOUT_ID.fullmatch(arg)) and not (found[1] or "").endswith(".py"):
+            from ._project.way_on import shown
+
+            project = shlex.quote(shown(Path(found[1] or "capevolve.yaml").parent))
+            raise pytest.UsageError(
+                f"{arg} is a rollout of a capevolve run, which only an evaluation session collects: "
+                f"pytest --capevolve-run {project} {shlex.quote(arg)} runs it if the run owes it; a recorded "
+                f"rollout is never drawn again, and `capevolve diagnose {found[2]} {project}` shows what "
+                "the failed ones did and why"
+            )
 
 
 def _split_option(value: str) -> str:
@@ -310,7 +332,7 @@ def _block_hypothesis_plugin(plugins: pytest.PytestPluginManager) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     target, finalize = _session_target(config)
     if not target:
-        return  # not a capevolve session: import nothing more
+        return _refuse_rollout_ids(config)  # not a capevolve session: import nothing more
     from ._session.wiring import configure, refuse_inside_boundary
 
     refuse_inside_boundary(config)  # the record is out of reach there: say which command works

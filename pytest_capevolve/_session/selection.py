@@ -21,7 +21,7 @@ import pytest
 
 from .._items.nodes import item_name
 from .._items.plan import EvalPlan
-from .._project.splits import TestSealError
+from .._project.splits import SPLITS, TestSealError
 from .._project.way_on import pasteable
 from .plan_check import planned_names
 
@@ -32,13 +32,21 @@ INSTEAD = (
 )
 
 
+def rollout_named(arg: str, spec_name: str) -> str | None:
+    """``split::task[tag-tK]`` that ``arg`` names under the spec: as a FAILED line prints it
+    (``capevolve.yaml::val::…``), or without the spec's file (``val::…``, no such file here)."""
+    file, sep, rest = arg.partition("::")
+    if sep and rest and Path(file).name == spec_name:
+        return rest
+    return arg if sep and rest and file in SPLITS and not Path(file).exists() else None
+
+
 def named_rollouts(args: Sequence[str], spec_name: str) -> dict[str, str]:
     """``split::task[tag-tK]`` of each argument naming a node under the spec, in order, once, as typed."""
     named: dict[str, str] = {}
-    for arg in args:
-        file, sep, rest = str(arg).partition("::")
-        if sep and rest and Path(file).name == spec_name:
-            named.setdefault(rest, str(arg))
+    for arg in map(str, args):
+        if (rest := rollout_named(arg, spec_name)) is not None:
+            named.setdefault(rest, arg)
     return named
 
 
@@ -97,9 +105,7 @@ def notes(
         lines.append(recorded_line(done))
     nameless = {rest: typed for rest, typed in named.items() if rest not in owed and rest not in recorded}
     # node ids (``path::name``) that name nothing under the spec
-    others = [
-        str(a) for a in config.args if "::" in str(a) and Path(str(a).partition("::")[0]).name != spec_name
-    ]
+    others = [a for a in map(str, config.args) if "::" in a and rollout_named(a, spec_name) is None]
     nameless.update((other, other) for other in others)
     unknown = list(nameless.values())
     if unknown:  # a FAILED line's id pasted without its candidate: say how to name it

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from glob import escape
 
 import pytest
 from cli_calls import run
@@ -52,3 +53,29 @@ def test_a_second_finalize_names_a_new_run_of_this_project_not_of_the_current_fo
     new_run = pytester.runpytest(*_pasted(err, "start a new run (`"), "-p", "no:cacheprovider")
     assert new_run.ret == 0, new_run.stdout.str()[-3000:]
     assert projects.run_dir(project) != first  # a new run of that project
+
+
+def test_a_failed_lines_id_pasted_without_the_spec_or_without_capevolve_says_what_to_type(
+    example, projects, capevolve, capsys, pytester
+):
+    project = example("toy_calc")
+    first = capevolve(project)
+    failed = next(line.split()[1] for line in first.stdout.lines if line.startswith("FAILED "))
+    assert failed.startswith("toy_calc/capevolve.yaml::val::"), failed
+
+    # without its spec's file, in a new run that owes it: that rollout alone is run
+    short = failed.split("::", 1)[1]
+    picked = capevolve(project, extra=["--capevolve-new-run", short])
+    # before: "names no rollout of this session's plan" and every rollout was paid
+    assert picked.ret == 12 and "rollouts: 1 paid, 0 reused" in picked.stdout.str(), picked.stdout.str()
+
+    # pasted where no --capevolve-run collects it: why, and what to type (pytest said only "not found")
+    plain = pytester.runpytest(failed, "-p", "no:cacheprovider")
+    err = plain.stderr.str()
+    assert plain.ret == pytest.ExitCode.USAGE_ERROR and "is a rollout of a capevolve run" in err, err
+    again = pytester.runpytest(
+        *_pasted(err, "only an evaluation session collects: "), "-p", "no:cacheprovider"
+    )
+    again.stdout.fnmatch_lines([f"capevolve: {escape(failed)} is recorded already, so nothing is run*"])
+    diagnose = shlex.split(err.split("`capevolve diagnose ", 1)[1].split("`")[0])
+    assert run(capsys, "diagnose", *diagnose)[0] == 0
