@@ -31,11 +31,11 @@ def shown(project_dir: Path) -> str:
 def pasteable(text: str, project_dir: Path | None = None, args: Sequence[str] | None = None) -> str:
     """``text`` with ``PROJECT`` the project's path and, given the session's arguments, the user's own
     flags in every ``pytest --capevolve-…`` command it names; a new run's, the command typed."""
+    if project_dir is not None:  # first: a PROJECT in the words typed is theirs, already quoted
+        text = _PROJECT.sub(shlex.quote(shown(project_dir)).replace("\\", "\\\\"), text)
     if (loop := LOOP_WORDS.get()) is not None:
         typed = shlex.join(["capevolve", *new_run_words(loop)])
         text = _LOOP_NEW_RUN.sub(typed.replace("\\", "\\\\"), text)
-    if project_dir is not None:
-        text = _PROJECT.sub(shlex.quote(shown(project_dir)).replace("\\", "\\\\"), text)
     flags, ours = own_flags(args or ())
     names = [a.split("=")[0] for a in ours]
     if "--capevolve-run" in names:  # the command typed, in a new run: its candidates, gate, … kept

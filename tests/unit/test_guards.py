@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import shlex
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -136,3 +137,27 @@ def test_hill_climbs_way_into_a_new_run_is_the_command_typed() -> None:
     )
     assert new_run_words(["hill-climb", "--run-id=r1", "--new-run"]) == ["hill-climb", "--new-run"]
     assert pasteable(said) == said  # outside a hill-climb: as declared
+
+
+@pytest.mark.attack(
+    "inputs",
+    attack=(
+        "a hill-climb typed with the word PROJECT among its words (a path such as `~/AI-PROJECT/app`, or "
+        "`--optimizer 'agent PROJECT {workdir}'` in a project folder named `x;touch PWNED;#`): the way on "
+        "into a new run, pasted, named another folder, or ran `touch PWNED`"
+    ),
+    outcome="prevented: PROJECT is made the project's path before the words typed are put in, quoted",
+)
+def test_the_word_project_in_the_words_typed_is_pasted_as_typed(tmp_path: Path) -> None:
+    said = "start a new run: capevolve hill-climb --new-run"
+    for project, optimizer in [
+        (tmp_path / "AI-PROJECT" / "app", "agent {workdir}"),
+        (tmp_path / "x;touch PWNED;#", "agent PROJECT {workdir}"),
+    ]:
+        typed = ["hill-climb", str(project), "--optimizer", optimizer]
+        token = LOOP_WORDS.set(typed)
+        try:
+            pasted = pasteable(said, project)
+        finally:
+            LOOP_WORDS.reset(token)
+        assert shlex.split(pasted.split(": ", 1)[1]) == ["capevolve", *typed, "--new-run"]
