@@ -103,7 +103,11 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     with contextlib.redirect_stdout(sys.stderr):
         checked = argparse.Namespace(project=project, run_id=None, json=False, command="check")
         if cmd_check(checked) != exitcodes.OK:
-            raise Refusal(f"the adapter check of {project} failed (above); fix it before a baseline")
+            raise Refusal(  # baseline takes no new-run flag: a session starts the new run
+                f"the adapter check of {project} failed (above); fix it before a baseline (a FAIL line that "
+                "says the harness changed or the seed was edited since a run began: `pytest --capevolve-run "
+                f"{shlex.quote(str(project))} --capevolve-new-run -q` starts a new run, then run this again)"
+            )
     quiet = ("-q", "-p", "no:cacheprovider")  # pytest's traceback too: a failed evaluation shows all
     command = session_command(spec.path, run_id=args.run_id, quiet=quiet, workers=args.workers)
     done = run_captured(command, spec.project_dir)

@@ -192,3 +192,24 @@ def _checked(project, run_dir) -> int:
     code = main(["check", str(project)])
     assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
     return code
+
+
+def test_baseline_refused_on_a_changed_harness_names_a_way_on_that_works(
+    one_trial_baseline, capevolve, capsys
+):
+    """`capevolve baseline` after an edit of the harness (the tutorial's "make the adapter yours")
+    refused with check's `--capevolve-new-run`, which `capevolve baseline` does not take. Its
+    refusal names the session that starts the new run; pasted, it works, and so does baseline."""
+    import shlex
+
+    project = one_trial_baseline
+    case = project / "microcases" / "policy-text.yaml"
+    case.write_text(case.read_text() + "# a note\n")
+    assert main(["baseline", str(project)]) == 2
+    refusal = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert len(refusal) == 1 and "fix it before a baseline" in refusal[0], refusal
+    new_run = shlex.split(refusal[0].split("`")[1])
+    assert new_run[:3] == ["pytest", "--capevolve-run", str(project)] and "--capevolve-new-run" in new_run
+    assert capevolve.pytester.runpytest(*new_run[1:], "-p", "no:cacheprovider").ret == 0
+    assert main(["baseline", str(project)]) == 0  # then the same command again
+    assert len(list((project / ".capevolve" / "runs").iterdir())) == 2
