@@ -59,9 +59,8 @@ class Earlier:
     fresh: bool = False  # another run's decision on a val disjoint from this run's: a fresh look
     # another project's decision, read from the shared ledger the spec names: (project, ledger)
     shared: tuple[str, str] | None = None
-    repair: int | None = (
-        None  # the seq of a decision booked by ``commit --force`` (a repair, or against the gate)
-    )
+    # the seq of a decision booked by ``commit --force`` (a repair, or against the gate)
+    repair: int | None = None
 
     def where(self) -> str:
         """ "run R", and the project and ledger, or the val, when not this run's: what a refusal names."""
@@ -184,12 +183,9 @@ def _decided_in_run(other: RunDir, found: _Found) -> None:
             level = decided_level(other.verdicts.verdict(tag))
             text = level.text if level else None
             # a repair (``commit --force``) was taken at no gate's level: it names its event instead
-            forced = (
-                int(event["seq"]) if event.get("repairs") is not None or event.get("against_gate") else None
-            )
-            decision = str(event["decision"])
-            earlier = Earlier(tag, other.run_id, decision, None if forced else text, harness_changes=differs)
-            earlier = replace(earlier, repair=forced)
+            forced = event.get("repairs") is not None or bool(event.get("against_gate"))
+            earlier = Earlier(tag, other.run_id, str(event["decision"]), None if forced else text)
+            earlier = replace(earlier, harness_changes=differs, repair=int(event["seq"]) if forced else None)
             found.seen(hashes[tag], earlier, theirs_val)
 
 
