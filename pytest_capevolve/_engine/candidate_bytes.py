@@ -27,6 +27,7 @@ import pytest
 
 from .._project.candidate import CandidateError, compare_digests, content_hash, file_digests, iter_files
 from .._project.spec import Spec
+from .._project.way_on import VALUELESS
 from .._store.snapshots import make_read_only, registered_files
 
 Stamp = tuple[tuple[str, tuple[object, ...]], ...]
@@ -241,11 +242,7 @@ def join_option_values(config: pytest.Config) -> None:
     args = iter([str(arg) for arg in config.invocation_params.args])
     joined: list[str] = []
     for arg in args:
-        takes_value = (
-            arg.startswith("--capevolve-")
-            and "=" not in arg
-            and not isinstance(getattr(config.option, arg[2:].replace("-", "_"), False), bool)
-        )
+        takes_value = arg.startswith("--capevolve-") and "=" not in arg and arg not in VALUELESS
         value = next(args, None) if takes_value else None
         joined.append(arg if value is None else f"{arg}={value}")
     config.invocation_params = replace(config.invocation_params, args=tuple(joined))

@@ -49,13 +49,8 @@ def own_flags(args: Sequence[str]) -> tuple[list[str], list[str]]:
     """(the user's flags, capevolve's options with their values) among a session's arguments, as typed."""
     args = [str(a) for a in args]
     ours = {i for i, a in enumerate(args) if a.startswith("--capevolve-")}
-    ours |= {
-        i + 1
-        for i in ours
-        if "=" not in args[i]
-        and args[i] not in VALUELESS
-        and not (args[i + 1 : i + 2] or ["-"])[0].startswith("-")
-    }
+    valued = {i for i in ours if "=" not in args[i] and args[i] not in VALUELESS}
+    ours |= {i + 1 for i in valued if not (args[i + 1 : i + 2] or ["-"])[0].startswith("-")}
     return [a for i, a in enumerate(args) if i not in ours], [a for i, a in enumerate(args) if i in ours]
 
 

@@ -218,7 +218,8 @@ def test_an_adoption_is_not_adopted_again_and_the_refusal_says_why(
         "`capevolve commit big --decision accept`: adopted as the new run's best, the repair ignored"
     ),
     outcome=(
-        "refused in one line naming the repair (its event seq) and the way on; nothing booked, the best stays"
+        "the repair is the decision that stands: the new run books the bytes a repeat of that reject, "
+        "naming the repair (its event seq); the commit is refused, the best stays"
     ),
 )
 def test_an_accept_repaired_to_reject_there_is_not_adopted(example, projects, capevolve, capsys):
@@ -227,13 +228,15 @@ def test_an_accept_repaired_to_reject_there_is_not_adopted(example, projects, ca
     assert capevolve(project, "bigger", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
     repair = ["--decision", "reject", "--reject-basis", "gate", "--force"]
     assert run(capsys, "commit", "big", str(project), *repair)[0] == 0
-    assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
+    again = capevolve(project, "big", gate=True, extra=["--capevolve-new-run"])
 
+    # the repair is the decision that stands (issue 38): before, the run's first decision was looked
+    # up, and the new run said "REPEAT … that accept stands", naming a commit that was then refused
+    out = again.stdout.str()
+    assert again.ret == 10 and "rejected by `capevolve commit --force` (event seq" in out, out
+    assert "that accept stands" not in out and "--decision accept" not in out, out
     code, _, err = run(capsys, "commit", "big", str(project), "--decision", "accept")
-
-    # before: exit 0, 'big' the new run's best "adopted: accepted against the same bytes as 'seed'"
-    assert code != 0 and "but repaired there to reject (event seq" in err, err
-    assert "which said" not in err and "gate a changed version" in err, err
+    assert code != 0 and "'big' was already decided: reject" in err, err
     second = projects.run_dir(project)
     assert json.loads((second / "state.json").read_text())["best_id"] == "seed"
 
@@ -270,3 +273,34 @@ def test_a_near_repeat_of_another_runs_accept_says_only_the_exact_bytes_are_adop
     way = "only its exact bytes are adopted: propose 'big''s bytes, or gate a changed version"
     assert way in session.stdout.str()
     assert code != 0 and way in err, err
+
+
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "the gate's reject of 'one' repaired to accept (`capevolve commit one --decision accept --force`), "
+        "then 'one' proposed again in a new run, where a repeat reports the latest decision on its bytes: "
+        'reported as an accept at the level of the gate that rejected it, "that accept stands"'
+    ),
+    outcome=(
+        "a REPEAT naming the repair (its event seq, at no gate's level), never offered for adoption: the "
+        "line says only a gate's accept is adopted; nothing booked, nothing paid"
+    ),
+)
+def test_a_reject_repaired_to_accept_is_said_as_the_repair_and_not_offered_for_adoption(
+    example, projects, capevolve, capsys
+):
+    project = make_fix_list(example, projects)
+    assert capevolve(project).ret == 0
+    fixing(project, "one", split_ids(project, "val")[:1])  # one task fixed: p = 1/2, the gate rejects
+    assert capevolve(project, "one", gate=True, extra=["--capevolve-commit", "auto"]).ret == 10
+    assert run(capsys, "commit", "one", str(project), "--decision", "accept", "--force")[0] == 0
+
+    again = capevolve(project, "one", gate=True, extra=["--capevolve-new-run"])
+
+    # the latest decision is the forced accept: said as what it is, with no commit command that is refused
+    out = again.stdout.str()
+    assert again.ret == 15 and "accepted by `capevolve commit --force` (event seq" in out, out
+    assert "not by its gate" in out and "that accept stands" not in out, out
+    assert "--decision accept` adopts" not in out and "only a gate's accept is adopted" in out, out
+    assert "one: nothing booked — repeat of 'one' (accepted)" in out, out  # at no gate's level

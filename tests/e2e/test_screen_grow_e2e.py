@@ -6,6 +6,7 @@ provisional candidate grown twice then refused a third time."""
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -94,7 +95,7 @@ def test_a_regression_is_killed_at_tier_one_and_an_improvement_promoted_then_acc
 
 
 def test_a_screen_that_kills_nothing_is_reported_as_pure_overhead_and_commit_checks_the_kill(
-    example, projects, capevolve, capsys
+    example, projects, capevolve, capsys, pytester
 ) -> None:
     project = example("noisy_agent")
     trials = 2  # not the example's five: the ledger's arithmetic is the same at any n
@@ -125,6 +126,13 @@ def test_a_screen_that_kills_nothing_is_reported_as_pure_overhead_and_commit_che
         str(project),
     )
     assert code == 2 and "needs a screen that killed 'improved'" in err
+    # its way on, pasted: a screen of the folder registered as 'improved' (it named '--capevolve-candidate DIR')
+    pasted = shlex.split(err.split("Screen it (", 1)[1].split(") or give")[0])
+    assert pasted[0] == "pytest", pasted
+    again = pytester.runpytest(*pasted[1:], "--capevolve-commit", "none", "-p", "no:cacheprovider")
+    assert again.ret in (0, 10) and len(list((run / "screens").glob("improved__*.json"))) == 2, (
+        again.stdout.str()
+    )
     bad = capevolve(project, "improved", extra=["--capevolve-screen-ids", "n10,nope"])
     assert bad.ret == 4
     bad.stderr.fnmatch_lines(["*--capevolve-screen-ids: 'nope' are not val tasks*"])

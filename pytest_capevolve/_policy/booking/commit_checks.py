@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..._decide.basis import REJECT_BASES, Basis
 from ..._project.spec import Spec
 from ..._project.way_on import pasteable, shown
+from ..._store.files import read_json
 from ..._store.log.event_kinds import GATE_DECISION, ROLLOUT, SCREEN
 from ..._store.rundir import RunDir
 from ..._store.snapshots import unknown_tag
@@ -140,14 +142,22 @@ def full_verdict_against_best(
         )
     if not full or verdict is None or verdict.get("against") != best:
         seen = "no verdict" if verdict is None else f"a verdict against {verdict.get('against')!r}"
-        snapshot = shlex.quote(shown(rundir.snapshots.snapshot_dir(tag)))  # the bytes registered as tag
-        gate = f"pytest --capevolve-run PROJECT --capevolve-candidate {snapshot} --capevolve-tag {tag} "
-        gate += "--capevolve-gate"
         raise CommitRefused(
             f"accepting {tag!r} needs a full-val verdict against the current best {best!r}; there is "
-            f"{seen}. Gate it: {pasteable(gate, rundir.project_dir)}"
+            f"{seen}. Gate it: {evaluating(rundir, tag, '--capevolve-gate')}"
         )
     return verdict
+
+
+def evaluating(rundir: RunDir, tag: str, flag: str) -> str:
+    """The command that evaluates ``tag`` again with ``flag``: the folder it was registered from (its
+    snapshot is never a source: a session would write its bytecode there), under its tag."""
+    meta = rundir.snapshots.candidate_dir(tag) / "candidate.json"
+    source = str(read_json(meta).get("source", "")) if meta.is_file() else ""
+    folder = Path(rundir.project_dir or ".", source)
+    folder = folder if source and folder.is_dir() else rundir.snapshots.snapshot_dir(tag)
+    command = f"pytest --capevolve-run PROJECT --capevolve-candidate {shlex.quote(shown(folder))} "
+    return pasteable(f"{command}--capevolve-tag {tag} {flag}", rundir.project_dir)
 
 
 def check_not_accept(asked: Asked) -> None:
@@ -191,10 +201,9 @@ def check_screen_kill(rundir: RunDir, tag: str, basis: str) -> None:
     kills = [e for e in rundir.log.of_kinds(SCREEN) if e.get("tag") == tag and e.get("decision") == "kill"]
     if not any(e.get("basis") == wanted for e in kills):
         found = ", ".join(f"{e.get('basis')}" for e in kills) or "none"
-        screen = "pytest --capevolve-run PROJECT --capevolve-candidate DIR --capevolve-screen 1"
         raise CommitRefused(
             f"--reject-basis {basis} needs a screen that killed {tag!r} on {wanted}; its screen kills: "
-            f"{found}. Screen it ({pasteable(screen, rundir.project_dir)}) or give the basis the "
+            f"{found}. Screen it ({evaluating(rundir, tag, '--capevolve-screen 1')}) or give the basis the "
             "record supports"
         )
 

@@ -59,6 +59,8 @@ class Earlier:
     fresh: bool = False  # another run's decision on a val disjoint from this run's: a fresh look
     # another project's decision, read from the shared ledger the spec names: (project, ledger)
     shared: tuple[str, str] | None = None
+    # the seq of a decision booked by ``commit --force`` (a repair, or against the gate)
+    repair: int | None = None
 
     def where(self) -> str:
         """ "run R", and the project and ledger, or the val, when not this run's: what a refusal names."""
@@ -75,10 +77,14 @@ class Earlier:
         if self.decision is None:
             return "evaluated, not decided"
         word = {"accept": "accepted", "reject": "rejected"}.get(self.decision, f"booked {self.decision}")
+        if self.repair is not None:
+            return f"{word} by `capevolve commit --force` (event seq {self.repair}), not by its gate"
         return f"{word} ({self.level})" if self.level else word
 
     def accepted_at(self) -> str:
         """ "accepted at α = 0.05, as recorded" (the level its verdict records), for a repeat."""
+        if self.repair is not None:
+            return self.said()
         return f"accepted at {self.level}" if self.level else "accepted"
 
 
@@ -140,14 +146,16 @@ class _Found:
     found: dict[str, Earlier] = field(default_factory=dict)
 
     def seen(self, digest: str, earlier: Earlier, theirs: Tasks | None) -> None:
-        """Keep the first overlapping decision on ``digest`` (a fresh look only while none)."""
+        """Keep the latest overlapping decision on ``digest`` (a fresh look only while none): a repair
+        (``commit --force``) is what stands, and a run's id sorts by when it was started."""
         if theirs is not None:
             shared = self.my_val.shared(theirs, self.my_keys)
             if not shared:
                 earlier = replace(earlier, fresh=True)
             elif not self.my_val.same_as(theirs, self.my_keys):
                 earlier = replace(earlier, val_overlap=(len(shared), len(theirs), len(self.my_val)))
-        if digest not in self.found or (self.found[digest].fresh and not earlier.fresh):
+        old = self.found.get(digest)
+        if old is None or (not old.fresh, old.run_id) <= (not earlier.fresh, earlier.run_id):
             self.found[digest] = earlier
 
 
@@ -174,7 +182,10 @@ def _decided_in_run(other: RunDir, found: _Found) -> None:
         if isinstance(tag, str) and tag in hashes and isinstance(event.get("decision"), str):
             level = decided_level(other.verdicts.verdict(tag))
             text = level.text if level else None
-            earlier = Earlier(tag, other.run_id, str(event["decision"]), text, harness_changes=differs)
+            # a repair (``commit --force``) was taken at no gate's level: it names its event instead
+            forced = event.get("repairs") is not None or bool(event.get("against_gate"))
+            earlier = Earlier(tag, other.run_id, str(event["decision"]), None if forced else text)
+            earlier = replace(earlier, harness_changes=differs, repair=int(event["seq"]) if forced else None)
             found.seen(hashes[tag], earlier, theirs_val)
 
 
@@ -269,9 +280,10 @@ def _repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str, same: st
             "gate or pay for; change its bytes"
         )
     if earlier.decision == "accept":
+        stands = "that accept stands" if earlier.repair is None else "that decision stands in that run"
         return (
             f"repeat of {earlier.tag!r} ({earlier.accepted_at()}) in {earlier.where()}: {same}; "
-            "a candidate is its bytes, so that accept stands — not measured again, nothing paid"
+            f"a candidate is its bytes, so {stands} — not measured again, nothing paid"
         )
     if earlier.in_session:
         return f"{same}, a sibling in this same session: the same bytes are gated once, as {earlier.tag!r}"
@@ -287,10 +299,12 @@ def _repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str, same: st
             "decision stands for every project that names the ledger; change its bytes (or, in a "
             "new run, leave shared_ledger out of the spec to decide on this project alone)"
         )
+    gate = f"capevolve gate {earlier.tag} --run-id {earlier.run_id}"
+    # a repair's gate said otherwise: re-deriving the gate would not show the decision that stands
+    rederive = "" if earlier.repair is not None else f" (`{gate}` re-derives it: the run that decided it)"
     return (
         f"{same}, {earlier.said()} in {earlier.where()}: a candidate is its bytes, so that "
-        f"decision stands and is not taken again under a new tag or in a new run; change its bytes "
-        f"(`capevolve gate {earlier.tag} --run-id {earlier.run_id}` re-derives it: the run that decided it)"
+        f"decision stands and is not taken again under a new tag or in a new run; change its bytes{rederive}"
     )
 
 
