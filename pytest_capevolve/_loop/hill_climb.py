@@ -296,8 +296,7 @@ class HillClimb:
             self.o.log(
                 f"{cid}: optimizer {result['outcome']}: the candidate is an unchanged copy of {parent}"
             )
-            shutil.rmtree(workdir, ignore_errors=True)
-            writable_copy(self._source(parent), workdir, ignore=handover_ignore(self._source(parent)))
+        renewed(workdir if result["ok"] else self._source(parent), workdir, folder / "work")
         clear_handover(workdir)
         diff = unified_diff(self._source(parent), workdir, parent, cid)
         atomic_write_text(folder / "diff.patch", diff)
@@ -389,6 +388,21 @@ class HillClimb:
         rundir.log.append_event(HILL_CLIMB_STOPPED, reason=stop, best=state["best_id"])
         self.o.log(f"stopped: {stop}")
         return summary
+
+
+def renewed(source: Path, workdir: Path, fresh: Path) -> None:
+    """``workdir`` made a new folder holding ``source``'s files (via ``fresh``): a process the optimizer
+    left running keeps its boundary on the old folder, so it cannot rewrite the proposal after its diff
+    is taken, before the gate's snapshot. A FIFO or a socket cannot be copied: left for the gate
+    session's screens, which refuse it in one line."""
+    shutil.rmtree(fresh, ignore_errors=True)
+    try:
+        writable_copy(source, fresh, ignore=handover_ignore(source), symlinks=True)
+    except shutil.Error:
+        shutil.rmtree(fresh, ignore_errors=True)
+        return
+    shutil.rmtree(workdir, ignore_errors=True)
+    fresh.rename(workdir)
 
 
 @contextlib.contextmanager
