@@ -181,16 +181,11 @@ def stop_reason(spec: Spec, rundir: RunDir, options: Options, done: int, propose
 FAILED_IN_A_ROW = 3
 
 
-def optimizer_outcomes(rundir: RunDir) -> list[str | None]:
-    """What each of the run's optimizer runs came to (``ok``, ``exited 1 (…)``, …), in order."""
-    return [e.get("optimizer") for e in proposals(rundir)]
-
-
 def failing_optimizer(rundir: RunDir, before: int) -> str | None:
     """The stop when this invocation's last proposals all failed (a wrong ``--optimizer``), each booked an
     unchanged copy; None while it works or has not failed that often in a row. ``before``: the run's
     proposals when the invocation started (a fixed command run again goes on)."""
-    last = optimizer_outcomes(rundir)[before:][-FAILED_IN_A_ROW:]
+    last = [e.get("optimizer") for e in proposals(rundir)[before:][-FAILED_IN_A_ROW:]]  # ok, exited 1 (…)
     if len(last) < FAILED_IN_A_ROW or "ok" in last:
         return None
     return (
