@@ -90,12 +90,6 @@ def names_a_schedule(spec_path: Path) -> bool:
     return isinstance(raw, dict) and "gate_alpha_schedule" in raw
 
 
-def loop_schedule(spec: Spec, default: str = LOOP_SCHEDULE) -> str:
-    """The schedule a loop's gates use: the spec's when it names one, else ``default`` (the
-    loop's, or the one the run froze: :func:`.._policy.alpha.gate_settings.run_loop_schedule`)."""
-    return str(spec.gate_alpha_schedule) if names_a_schedule(spec.path) else default
-
-
 def checked_optimizer(options: Options, spec: Spec) -> str:
     """The optimizer command (the flag, else the spec's); refused when absent or when it never
     names ``{workdir}`` (it could not edit the candidate)."""
