@@ -93,7 +93,7 @@ class Snapshots:
             os.rename(staging, dest)
         except OSError:
             shutil.rmtree(staging, ignore_errors=True)
-            return self.register_candidate(tag, source)
+            return self.register_candidate(tag, source, expected)
         self.log.append_event(CANDIDATE_REGISTERED, tag=tag, content_hash=digest)
         return digest
 
