@@ -10,7 +10,7 @@ from pathlib import Path
 from .._decide.alpha_budget import LOOP_SCHEDULE
 from .._project.candidate import HANDOVER
 from .._project.spec import Spec
-from .hill_climb_options import loop_schedule
+from .hill_climb_options import names_a_schedule
 
 AGENT, HILL_CLIMB = "agent", "hill-climb"
 
@@ -35,6 +35,7 @@ def render_process(
 ) -> str:
     """``PROCESS.md``: one round of this loop, what the candidate is, what is shown, the rules."""
     handover = ", ".join(f"`{n}`" for n in sorted(HANDOVER))
+    schedule = str(spec.gate_alpha_schedule) if names_a_schedule(spec.path) else schedule  # else the run's
     if loop == HILL_CLIMB:
         round_steps = [
             f"1. `capevolve hill-climb` made this work copy of the best, `{parent}`, wrote the prompt and"
@@ -89,7 +90,7 @@ def render_process(
             "- The harness is locked with the run (adapter, scorer, spec, microcases, conftest.py):"
             " changing or adding one makes the candidate indecisive, never scored.",
             f"- The gate: mode `{spec.gate_mode}`, α {spec.gate_alpha:g} spent across the run's decisions"
-            f" by the `{loop_schedule(spec, schedule)}` schedule, on {spec.num_trials} trial(s) per"
+            f" by the `{schedule}` schedule, on {spec.num_trials} trial(s) per"
             " val task with common seeds; null controls (byte-identical copies of the best) set the noise"
             " floor. Make one coherent change a gate can see.",
             f"- Ceilings: {_ceilings(spec)}. The loop stops at a ceiling.",

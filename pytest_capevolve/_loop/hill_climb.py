@@ -23,9 +23,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from .._confine.landlock import expected
-from .._confine.launch import OPTIMIZER_ENV, environment
+from .._confine.launch import environment
 from .._decide.basis import Basis
 from .._policy import guards
 from .._policy.alpha.gate_settings import constant_run_note, run_loop_schedule
@@ -54,7 +55,6 @@ from .hill_climb_options import (
     ini_overrides,
     instructions_template,
     names_a_schedule,
-    optimizer_outcomes,
     stop_reason,
 )
 from .hill_climb_record import (
@@ -68,6 +68,7 @@ from .hill_climb_record import (
     store_seed,
     summary_rows,
 )
+from .journal import proposals
 from .launch import gate_flags, missing_on, run_logged, session_command
 from .optimizer import STARTED_BY, checked_writable, optimizer_argv, optimizer_boundary, run_optimizer
 from .prompt import PromptInputs, convergence, focus_tasks, render_prompt
@@ -155,15 +156,8 @@ class HillClimb:
         """The loop, every session and booking labelled with the optimizer's confinement."""
         state = expected()
         self.o.log(f"the optimizer runs {state.label}")
-        saved = os.environ.get(OPTIMIZER_ENV)
-        os.environ.update(environment(state, STARTED_BY))
-        try:
+        with mock.patch.dict(os.environ, environment(state, STARTED_BY)):  # as it was, once it returns
             return self._run()
-        finally:
-            if saved is None:
-                os.environ.pop(OPTIMIZER_ENV, None)
-            else:
-                os.environ[OPTIMIZER_ENV] = saved
 
     def _run(self) -> dict[str, Any]:
         rundir = self.rundir = self._baseline()
@@ -192,7 +186,7 @@ class HillClimb:
         for cid in pending:
             self.o.log(f"resuming {cid}")
             self._iterate(cid)
-        proposed = len(optimizer_outcomes(rundir))  # failures in a row count from this invocation's
+        proposed = len(proposals(rundir))  # failures in a row count from this invocation's
         while (stop := stop_reason(self.spec, rundir, self.o, len(self._iterations()), proposed)) is None:
             self._iterate(self._next_cid())
         return self._summary(stop)
@@ -296,8 +290,7 @@ class HillClimb:
             self.o.log(
                 f"{cid}: optimizer {result['outcome']}: the candidate is an unchanged copy of {parent}"
             )
-            shutil.rmtree(workdir, ignore_errors=True)
-            writable_copy(self._source(parent), workdir, ignore=handover_ignore(self._source(parent)))
+        renewed(workdir if result["ok"] else self._source(parent), workdir, folder / "work")
         clear_handover(workdir)
         diff = unified_diff(self._source(parent), workdir, parent, cid)
         atomic_write_text(folder / "diff.patch", diff)
@@ -389,6 +382,18 @@ class HillClimb:
         rundir.log.append_event(HILL_CLIMB_STOPPED, reason=stop, best=state["best_id"])
         self.o.log(f"stopped: {stop}")
         return summary
+
+
+def renewed(source: Path, workdir: Path, fresh: Path) -> None:
+    """``workdir`` made a new folder of ``source``'s files: a process the optimizer left keeps its boundary
+    on the old one, so it cannot rewrite the proposal once its diff is taken (a FIFO, never copied, is
+    left for the candidate checks, which refuse it in one line)."""
+    shutil.rmtree(fresh, ignore_errors=True)
+    with contextlib.suppress(shutil.Error):
+        writable_copy(source, fresh, ignore=handover_ignore(source), symlinks=True)
+        shutil.rmtree(workdir, ignore_errors=True)
+        fresh.rename(workdir)
+    shutil.rmtree(fresh, ignore_errors=True)
 
 
 @contextlib.contextmanager

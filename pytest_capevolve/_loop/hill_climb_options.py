@@ -90,12 +90,6 @@ def names_a_schedule(spec_path: Path) -> bool:
     return isinstance(raw, dict) and "gate_alpha_schedule" in raw
 
 
-def loop_schedule(spec: Spec, default: str = LOOP_SCHEDULE) -> str:
-    """The schedule a loop's gates use: the spec's when it names one, else ``default`` (the
-    loop's, or the one the run froze: :func:`.._policy.alpha.gate_settings.run_loop_schedule`)."""
-    return str(spec.gate_alpha_schedule) if names_a_schedule(spec.path) else default
-
-
 def checked_optimizer(options: Options, spec: Spec) -> str:
     """The optimizer command (the flag, else the spec's); refused when absent or when it never
     names ``{workdir}`` (it could not edit the candidate)."""
@@ -181,16 +175,11 @@ def stop_reason(spec: Spec, rundir: RunDir, options: Options, done: int, propose
 FAILED_IN_A_ROW = 3
 
 
-def optimizer_outcomes(rundir: RunDir) -> list[str | None]:
-    """What each of the run's optimizer runs came to (``ok``, ``exited 1 (…)``, …), in order."""
-    return [e.get("optimizer") for e in proposals(rundir)]
-
-
 def failing_optimizer(rundir: RunDir, before: int) -> str | None:
     """The stop when this invocation's last proposals all failed (a wrong ``--optimizer``), each booked an
     unchanged copy; None while it works or has not failed that often in a row. ``before``: the run's
     proposals when the invocation started (a fixed command run again goes on)."""
-    last = optimizer_outcomes(rundir)[before:][-FAILED_IN_A_ROW:]
+    last = [e.get("optimizer") for e in proposals(rundir)[before:][-FAILED_IN_A_ROW:]]  # ok, exited 1 (…)
     if len(last) < FAILED_IN_A_ROW or "ok" in last:
         return None
     return (

@@ -30,6 +30,7 @@ from typing import Any
 
 from .._confine.landlock import Boundary, expected
 from .._confine.launch import command, environment
+from .._policy.booking.journal_entry import escaped
 from .._policy.budget.optimizer_spend import SpendRefused, checked_tokens, checked_usd
 from .._project import harness
 from .._project.spec import Spec
@@ -164,7 +165,8 @@ def _run(argv: list[str], *, cwd: Path, timeout: float, folder: Path, env: dict[
     elif code != 0:  # what it said last, and where the rest is: a newcomer's wrong argv is one line
         with open(folder / "optimizer.stderr", "rb") as err:  # its tail only: an agent may log a lot
             err.seek(max(0, err.seek(0, os.SEEK_END) - 4096))
-            said = [line for line in err.read().decode(errors="replace").splitlines() if line.strip()]
+            # escaped: a terminal escape in its words would erase the line they are printed in and forge one
+            said = [escaped(s) for s in err.read().decode(errors="replace").splitlines() if s.strip()]
         outcome = f"exited {code}" + (f" ({said[-1][:200]}; see {folder}/optimizer.stderr)" if said else "")
     else:
         outcome = "ok"

@@ -55,10 +55,13 @@ def own_flags(args: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def new_run_words(words: Sequence[str]) -> list[str]:
-    """``capevolve`` words as typed, in a new run: ``--run-id ID`` and ``--resume`` left out."""
+    """``capevolve`` words as typed, in a new run: ``--run-id ID`` and ``--resume`` left out, as argparse
+    reads them (``--run-i ID``, ``--res``: an abbreviation it took is no other option's)."""
     out: list[str] = []
     for i, word in enumerate(words):
-        dropped = word in ("--run-id", "--resume", "--new-run") or word.startswith("--run-id=")
-        if not dropped and words[i - 1 : i] != ["--run-id"]:
+        name = word.split("=")[0]
+        dropped = len(name) > 2 and any(o.startswith(name) for o in ("--run-id", "--resume", "--new-run"))
+        its_value = i and words[i - 1].startswith("--ru") and "--run-id".startswith(words[i - 1])
+        if not dropped and not its_value:
             out.append(word)
     return [*out, "--new-run"]

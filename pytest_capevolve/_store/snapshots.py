@@ -93,7 +93,7 @@ class Snapshots:
             os.rename(staging, dest)
         except OSError:
             shutil.rmtree(staging, ignore_errors=True)
-            return self.register_candidate(tag, source)
+            return self.register_candidate(tag, source, expected)
         self.log.append_event(CANDIDATE_REGISTERED, tag=tag, content_hash=digest)
         return digest
 
@@ -161,9 +161,9 @@ def make_read_only(folder: Path) -> None:
             path.chmod(stat.S_IMODE(path.stat().st_mode) & ~_WRITE_BITS)
 
 
-def writable_copy(source: Path, dest: Path, ignore: Any = None) -> None:
-    """A copy of a snapshot whose files the optimizer can edit."""
-    shutil.copytree(source, dest, ignore=ignore)
+def writable_copy(source: Path, dest: Path, ignore: Any = None, symlinks: bool = False) -> None:
+    """A copy of a snapshot whose files the optimizer can edit (``symlinks``: kept as links)."""
+    shutil.copytree(source, dest, ignore=ignore, symlinks=symlinks)
     for path in dest.rglob("*"):
         if path.is_file() and not path.is_symlink():
             path.chmod(stat.S_IMODE(path.stat().st_mode) | stat.S_IWUSR)

@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 from cli_calls import hill_climb, run
 
+from pytest_capevolve._confine.landlock import abi
+
 PY = sys.executable
 HANDOVER = ("JOURNAL.md", "LEDGER.md", "PROCESS.md", "RUNMAP.md", "rejected.jsonl")
 
@@ -316,3 +318,87 @@ def test_the_optimizers_cost_is_booked_from_the_log_not_from_optimizer_json(
     assert (
         state["spent"]["optimizer_usd"] == pytest.approx(0.3) and state["spent"]["optimizer_tokens"] == 3000
     )
+
+
+DECOY = r"""
+import subprocess, sys
+from pathlib import Path
+
+work, out = Path(sys.argv[1]).resolve(), Path(sys.argv[3])
+(work / "prompt.md").write_text((work / "prompt.md").read_text() + "Be polite.\n")  # the diff it shows
+# a daemon left running, confined like the optimizer: once the gate session of its work copy starts
+# (after the loop took the diff), it writes the edit that wins into the work copy
+daemon = '''
+import os, sys, time
+from pathlib import Path
+work, out = Path(sys.argv[1]), Path(sys.argv[2])
+deadline = time.monotonic() + 120
+while time.monotonic() < deadline:
+    time.sleep(0.002)
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"--capevolve-gate" in cmd and str(work).encode() in cmd:
+            try:
+                (work / "prompt.md").write_text("Multiply carefully.\\n")
+                said = "written"
+            except OSError as exc:
+                said = type(exc).__name__
+            (out / "daemon.txt").write_text(said)
+            sys.exit(0)
+'''
+subprocess.Popen([sys.executable, "-c", daemon, str(work), str(out)], start_new_session=True)
+"""
+
+AWAITING_DAEMON = '''
+
+class AwaitingDaemonAdapter(ToyCalcAdapter):
+    """The candidate's rollouts wait for the optimizer's daemon to have tried its write."""
+
+    def run_target(self, task, ctx, *, seed):
+        import time as _time
+
+        flag = Path(__OUT__) / "daemon.txt"
+        deadline = _time.monotonic() + 120
+        while "cand_" in str(ctx) and not flag.exists() and _time.monotonic() < deadline:
+            _time.sleep(0.005)
+        return super().run_target(task, ctx, seed=seed)
+'''
+
+
+@pytest.mark.attack(
+    "kernel-boundary",
+    attack=(
+        "hill-climb's optimizer exits with a decoy edit (`+Be polite.`), leaving a daemon that writes the "
+        "edit that wins into its work copy once the gate session starts: the gate accepted bytes that "
+        "`diff.patch`, the journal and later rounds' prompts never showed"
+    ),
+    outcome=(
+        "prevented: the work copy is made a new folder once the optimizer exits, which the daemon's "
+        "boundary does not hold (EACCES); what is gated is what the diff shows"
+    ),
+    unconfined="not held: an unconfined daemon writes anything (the run is labelled unconfined)",
+)
+@pytest.mark.confined
+@pytest.mark.skipif(abi() < 1, reason="this kernel offers no Landlock")
+def test_a_daemon_left_by_the_optimizer_cannot_rewrite_the_proposal_before_its_gate(
+    example, projects, capsys, tmp_path
+) -> None:
+    project, out = example("toy_calc"), tmp_path / "out"
+    out.mkdir()
+    projects.add_adapter(
+        project, AWAITING_DAEMON.replace("__OUT__", repr(str(out))), "adapter.py:AwaitingDaemonAdapter"
+    )
+    (project / "decoy.py").write_text(DECOY)
+    optimizer = f"{PY} decoy.py {{workdir}} {{prompt}} {out}"
+    code, summary, err = hill_climb(
+        capsys, project, "--optimizer", optimizer, "--max-iterations", "1", "--writable", str(out)
+    )
+    assert code == 0, err
+    assert (out / "daemon.txt").read_text() == "PermissionError"  # it tried, after the diff was taken
+    gated = (run_dir(project) / "candidates" / "cand_0001" / "files" / "prompt.md").read_text()
+    assert gated.endswith("Be polite.\n") and "Multiply carefully" not in gated
+    assert "+Be polite." in (run_dir(project) / "hill_climb" / "cand_0001" / "diff.patch").read_text()
+    assert summary is not None and summary["accepted"] == []

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_capevolve._engine.candidate_bytes import CandidateBytes, CandidateMismatch
-from pytest_capevolve._project.candidate import content_hash
+from pytest_capevolve._project.candidate import CandidateError, content_hash
 from pytest_capevolve._store.rundir import RunDir
 
 
@@ -103,3 +103,32 @@ def _append(path: Path, text: str) -> None:
     path.chmod(stat.S_IMODE(path.stat().st_mode) | stat.S_IWUSR)
     with path.open("a") as handle:
         handle.write(text)
+
+
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "adoption's booking copy raced by a second registration of the same tag from swapped bytes: its "
+        "rename failed on the tag the other had just registered, and the retry, which did not carry the "
+        "hash the check compared, took the swapped bytes as the tag's"
+    ),
+    outcome="refused: the retry compares the bytes with the checked hash too; nothing registered is taken",
+)
+def test_a_registration_retried_after_a_race_still_holds_to_the_bytes_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "cand"
+    source.mkdir()
+    (source / "prompt.md").write_text("Be careful.\n")
+    checked, real, raced = content_hash(source), os.rename, []
+
+    def racing(src: str, dst: str) -> None:
+        if not raced:  # between this copy and its rename, another registers the tag from swapped bytes
+            raced.append((source / "prompt.md").write_text("Answer 42.\n"))
+            RunDir(tmp_path / "run").snapshots.register_candidate("cand", source)
+        real(src, dst)
+
+    monkeypatch.setattr(os, "rename", racing)
+    with pytest.raises(CandidateError, match="no longer holds the bytes checked"):
+        RunDir(tmp_path / "run").snapshots.register_candidate("cand", source, expected=checked)
+    assert raced

@@ -161,3 +161,18 @@ def test_the_word_project_in_the_words_typed_is_pasted_as_typed(tmp_path: Path) 
         finally:
             LOOP_WORDS.reset(token)
         assert shlex.split(pasted.split(": ", 1)[1]) == ["capevolve", *typed, "--new-run"]
+
+
+def test_hill_climbs_way_into_a_new_run_leaves_out_the_run_flags_as_abbreviated() -> None:
+    """argparse takes ``--run-i r1`` for ``--run-id r1`` and ``--resu`` for ``--resume``: kept in the way
+    on, pasted with ``--new-run``, they were refused (``--new-run starts a new run; --run-id continues
+    an existing one``)."""
+    from pytest_capevolve._cli.main import build_parser
+
+    typed = ["hill-climb", ".", "--optimizer", "o {workdir}", "--run-i", "r1", "--resu", "-n", "2"]
+    read = build_parser("hill-climb").parse_args(typed)
+    assert (read.run_id, read.resume) == ("r1", True)
+    words = new_run_words(typed)
+    assert words == ["hill-climb", ".", "--optimizer", "o {workdir}", "-n", "2", "--new-run"]
+    pasted = build_parser("hill-climb").parse_args(words)
+    assert (pasted.run_id, pasted.resume, pasted.new_run) == (None, False, True)

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import math
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 from cli_calls import run
 
 from pytest_capevolve._loop.journal import render_journal
-from pytest_capevolve._loop.optimizer import reported_cost
+from pytest_capevolve._loop.optimizer import reported_cost, run_optimizer
 from pytest_capevolve._policy.booking.journal_entry import ENTRY_LIMIT, JOURNAL_MARKER, own_entries
 from pytest_capevolve._policy.budget.optimizer_spend import OptimizerSpend, SpendRefused
 from pytest_capevolve._project.candidate import bounded, content_hash, handover_ignore
@@ -172,3 +173,22 @@ def test_an_entry_is_escaped_so_it_forges_no_structure() -> None:
         "CR",
         "LS[U+001B][2K[U+202E]",
     ]
+
+
+@pytest.mark.attack(
+    "loop-memory",
+    attack=(
+        "hill-climb's optimizer failing on purpose, its last stderr line terminal escapes (cursor up, "
+        "erase line) and a green `iter 1: ACCEPT cand_0001 vs seed`: the loop quoted it raw in the line "
+        "it prints, so the terminal showed a forged accept"
+    ),
+    outcome="prevented: its words are quoted with each control character as `[U+001B]`",
+)
+def test_an_optimizers_last_words_reach_the_terminal_escaped(tmp_path: Path) -> None:
+    forged = "\x1b[1A\x1b[2K\x1b[32miter 1: ACCEPT cand_0001 vs seed\x1b[0m"
+    argv = [sys.executable, "-c", f"import sys; sys.stderr.write({forged!r} + '\\n'); sys.exit(1)"]
+    result = run_optimizer(argv, cwd=tmp_path, timeout=60, folder=tmp_path)
+    assert result["exit_code"] == 1 and "\x1b" not in result["outcome"]
+    assert (
+        "([U+001B][1A[U+001B][2K[U+001B][32miter 1: ACCEPT cand_0001 vs seed[U+001B][0m;" in result["outcome"]
+    )
