@@ -87,11 +87,12 @@ from sequential import lifted, real_rates  # noqa: E402  (the sibling benchmark'
 
 from pytest_capevolve import _stats as stats  # noqa: E402
 from pytest_capevolve._decide import screen  # noqa: E402
-from pytest_capevolve._decide.alpha_budget import look_alpha  # noqa: E402
+from pytest_capevolve._decide.alpha_budget import MAX_LOOKS, look_alpha, look_schedule  # noqa: E402
 from pytest_capevolve._decide.rules import run_rule  # noqa: E402
-from pytest_capevolve._decide.stopping import split  # noqa: E402
+from pytest_capevolve._decide.stopping import ALPHA_FUTILITY, split  # noqa: E402
 from pytest_capevolve._decide.verdict import ACCEPT, GateConfig  # noqa: E402
 from pytest_capevolve._stats.sequential import exhaustion_p, first_crossings  # noqa: E402
+from pytest_capevolve._stats.sign_flip import sign_flips  # noqa: E402
 
 ALPHA = 0.05
 MIN_EFFECT = 0.05  # the spec's default gate_min_effect
@@ -213,6 +214,106 @@ def screen_grow(a: Arms) -> tuple[np.ndarray, np.ndarray]:
     return accepted, paid
 
 
+def trial_levels(trials: int) -> list[Fraction]:
+    """α per look of a trials-first design, one look per trial: the package's look schedule (α/2,
+    α/4, α/4 at 3 trials), α/trials each past :data:`MAX_LOOKS`."""
+    return look_schedule(ALPHA, trials) if trials <= MAX_LOOKS else [Fraction(ALPHA) / trials] * trials
+
+
+def null_tail(magnitudes: np.ndarray) -> np.ndarray:
+    """P(Σ s_t·m_t ≥ x) under fair sign flips s, for x = −Σm … Σm (index x + Σm): the exact sign-flip
+    law of integer magnitudes, in float (a product of scaled binomials, one per distinct value)."""
+    values, mult = np.unique(magnitudes[magnitudes > 0], return_counts=True)
+    law = np.ones(1)
+    for v, m in zip(values.tolist(), mult.tolist(), strict=True):
+        step = np.zeros(2 * v * m + 1)
+        step[:: 2 * v] = sps.binom.pmf(np.arange(m + 1), m, 0.5)  # v·(2B − m), B ~ Bin(m, ½)
+        law = np.convolve(law, step)
+    return np.cumsum(law[::-1])[::-1]
+
+
+def joint_last_p(
+    sums: np.ndarray, levels: list[Fraction], futility: bool, n_resamples: int, seed: int
+) -> Fraction:
+    """The p of a trials-first design that reached its last look: ``sums`` is tasks × looks of integer
+    paired deltas (look k: the candidate's first k trials' sum minus the best's). One task-level sign
+    flip negates a task's delta at every look (the arms' rows swapped), so a flip replays the whole
+    design: T = ∞ where a look before the last accepts (its exact p ≤ its level), −∞ where futility
+    (Δ̄ ≤ 0) stopped it first, else the last look's sum. p = share of flips with T ≥ the observed
+    (+1, seeded): early accepts and the last look are one test at α, the last look spending what the
+    early looks left (more than Bonferroni's share: their accepts overlap)."""
+    looks = sums.shape[1]
+    tails = [null_tail(np.abs(sums[:, k])) for k in range(looks - 1)]
+    spans = [int(np.abs(sums[:, k]).sum()) for k in range(looks - 1)]
+    observed = int(sums[:, -1].sum())
+    count = 0
+    for signs in sign_flips(sums.shape[0], n_resamples, seed):
+        flipped = signs.astype(np.int64) @ sums
+        alive, accepted = np.ones(len(signs), dtype=bool), np.zeros(len(signs), dtype=bool)
+        for k in range(looks - 1):
+            hit = alive & (tails[k][flipped[:, k] + spans[k]] <= float(levels[k]))
+            accepted |= hit
+            alive &= ~hit & ((flipped[:, k] > 0) if futility else True)
+        count += int(np.sum(accepted | (alive & (flipped[:, -1] >= observed))))
+    return Fraction(count + 1, n_resamples + 1)
+
+
+def trials_first(
+    *, futility: bool = False, joint: bool = False
+) -> Callable[[Arms], tuple[np.ndarray, np.ndarray]]:
+    """Trial k on every val task, then a look (the exact rule on the first k trials of both arms: the
+    candidate's trial j against the best's trial j, so the arms stay exchangeable) at :func:`trial_levels`;
+    the next trial is paid only while undecided. ``futility``: a look with Δ̄ ≤ 0 rejects (binding: it only
+    removes accepts). ``joint``: the last look by :func:`joint_last_p` instead of its Bonferroni share."""
+
+    def path(a: Arms) -> tuple[np.ndarray, np.ndarray]:
+        draws, n, trials = a.cand.shape
+        levels = trial_levels(trials)
+        accepted, paid = np.zeros(draws, dtype=bool), np.zeros(draws)
+        for i in range(draws):
+            for look in range(1, trials + 1):
+                cand, best = a.cand[i][:, :look], a.best[i][:, :look]
+                paid[i] = n * look
+                if look == trials and joint:
+                    sums = np.cumsum(a.cand[i] - a.best[i], axis=1).astype(np.int64)
+                    accepted[i] = joint_last_p(sums, levels, futility, RESAMPLES, i) <= ALPHA
+                    break
+                if _rule(cand, best, GateConfig(alpha=levels[look - 1])):
+                    accepted[i] = True
+                    break
+                if futility and float(np.mean(cand) - np.mean(best)) <= 0:
+                    break
+        return accepted, paid
+
+    return path
+
+
+def trials_first_e(a: Arms) -> tuple[np.ndarray, np.ndarray]:
+    """Trials-first rounds with the sequential gate inside each: round k feeds the k-trial deltas to
+    the efficacy e-process at the round's :func:`trial_levels` level and to futility, task by task, paying
+    trial k only on the tasks it reads; a round that ends undecided pays trial k on the rest and moves
+    on; the last round ends with the exact rule at its level."""
+    draws, n, trials = a.cand.shape
+    levels = trial_levels(trials)
+    accepted, paid = np.zeros(draws, dtype=bool), np.zeros(draws)
+    live = np.ones(draws, dtype=bool)
+    for look in range(1, trials + 1):
+        deltas = a.cand[:, :, :look].mean(axis=2) - a.best[:, :, :look].mean(axis=2)
+        code, used = first_crossings(
+            deltas,
+            alpha_efficacy=float(levels[look - 1]),
+            alpha_futility=float(ALPHA_FUTILITY),
+            min_effect=MIN_EFFECT,
+        )
+        paid += np.where(live, np.where(code == 0, n, used), 0)
+        accepted |= live & (code == 1)
+        live &= code == 0
+    config = GateConfig(alpha=levels[-1])
+    for i in np.flatnonzero(live):
+        accepted[i] = _rule(a.cand[i], a.best[i], config)
+    return accepted, paid
+
+
 PATHS: dict[str, Callable[[Arms], tuple[np.ndarray, np.ndarray]]] = {
     "fixed exact": fixed_exact,
     "sequential": sequential,
@@ -220,7 +321,12 @@ PATHS: dict[str, Callable[[Arms], tuple[np.ndarray, np.ndarray]]] = {
     "k·SE k=1": k_se(1.0),
     "k·SE k=2": k_se(2.0),
     "t-test": t_test,
+    "trials-1st": trials_first(),
+    "t-1st joint": trials_first(joint=True),
+    "t-1st j+fut": trials_first(joint=True, futility=True),
+    "t-1st+e": trials_first_e,
 }
+TRIALS_FIRST = ("trials-1st", "t-1st joint", "t-1st j+fut", "t-1st+e")
 
 
 def n80(path: Callable[[Arms], tuple[np.ndarray, np.ndarray]], arms: Arms) -> tuple[int, float]:
@@ -334,11 +440,29 @@ def table(name: str, pool: np.ndarray, rng: np.random.Generator, draws: int, tri
     print(f"{'Wald bound':<12} {' '.join(cells)} {ALPHA:>7.3f} {'':>11}")
 
 
+def type_one(pool: np.ndarray, rng: np.random.Generator, n: int, draws: int, trials: int) -> None:
+    """The trials-first rows' false-accept rate on ``draws`` null candidates at val size ``n``, with a
+    binomial 95 % upper bound (to tell 5 % from 6 %, ``draws`` ≥ 10,000: the bound is then ≤ rate + 0.0036)."""
+    rates = rng.choice(pool, size=(draws, n), replace=True)
+    cand, best = ((rng.random((draws, n, trials)) < rates[..., None]).astype(float) for _ in range(2))
+    arms = Arms(cand, best, cand, best)  # the trials-first paths pay no grow trials
+    for name in TRIALS_FIRST:
+        rate = float(PATHS[name](arms)[0].mean())
+        upper = sps.beta.ppf(0.95, rate * draws + 1, draws - rate * draws)  # Clopper–Pearson, one-sided
+        print(f"type I of {name:<12} at N = {n}, {draws:,} nulls: {rate:.4f} (95 % upper bound {upper:.4f})")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=300, help="simulated candidates per bisection step")
     parser.add_argument("--trials", type=int, default=3, help="trials per task (the spec's num_trials)")
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument(
+        "--type-one", type=int, default=0, metavar="DRAWS", help="then DRAWS τ² nulls per trials-first row"
+    )
+    parser.add_argument(
+        "--type-one-n", type=int, default=66, help="their val size (the fixed gate's +0.10 N80)"
+    )
     args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     start = time.perf_counter()
@@ -354,6 +478,8 @@ def main(argv: list[str] | None = None) -> None:
         "own power); oracle SPRT: Wald's test knowing the alternative's law; Wald bound: no test with "
         "type I ≤ α expects fewer tasks at 80 % power (see the docstring)"
     )
+    if args.type_one:
+        type_one(real_rates(), rng, args.type_one_n, args.type_one, args.trials)
     print(f"({time.perf_counter() - start:.0f} s)")
 
 
