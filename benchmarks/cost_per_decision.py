@@ -34,14 +34,14 @@ The paths, each through the package's own decision functions:
 - ``k·SE k=1`` / ``k=2``: cap-evolve's Δ̄ > k·SE (the ``paired`` rule); its type I is printed —
   k = 1 does not hold 5 %.
 - ``t-test``: a fixed-n one-sided paired t-test on task means (scipy), p ≤ 0.05.
-- ``trials-1st``: trials first (:func:`trials_first`): trial 1 on every val task, a look (the exact
+- ``trials-1st``: trials first (``trials_first.py``): trial 1 on every val task, a look (the exact
   rule on the first k trials of both arms, the candidate's trial j against the best's trial j so the
   arms stay exchangeable), trial 2 on every task only if undecided, and so on, at the package's look
   schedule (α/2, α/4, α/4; Bonferroni). ``t-1st joint``: the last look instead by
-  :func:`joint_last_p` (task-level sign flips replaying all the looks, as ``exhaustion_p`` does for
+  ``joint_last_p`` (task-level sign flips replaying all the looks, as ``exhaustion_p`` does for
   the sequential gate), which spends what the early looks left; ``t-1st j+fut`` adds a binding
   futility stop (a look with Δ̄ ≤ 0 rejects). ``t-1st+e``: the sequential gate inside each round
-  (:func:`trials_first_e`: round k's e-processes read the k-trial deltas task by task at the round's
+  (``trials_first_e``: round k's e-processes read the k-trial deltas task by task at the round's
   level), the exact rule at its level at the end. Rollouts: N per look paid (or per task read).
 
 The 80 % point is interpolated linearly between the two grid points around it (val size,
@@ -108,15 +108,14 @@ from scipy import stats as sps
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sequential import lifted, real_rates  # noqa: E402  (the sibling benchmark's τ² pool)
+from trials_first import _rule, trials_first, trials_first_e  # noqa: E402
 
 from pytest_capevolve import _stats as stats  # noqa: E402
 from pytest_capevolve._decide import screen  # noqa: E402
-from pytest_capevolve._decide.alpha_budget import MAX_LOOKS, look_alpha, look_schedule  # noqa: E402
-from pytest_capevolve._decide.rules import run_rule  # noqa: E402
-from pytest_capevolve._decide.stopping import ALPHA_FUTILITY, split  # noqa: E402
-from pytest_capevolve._decide.verdict import ACCEPT, GateConfig  # noqa: E402
+from pytest_capevolve._decide.alpha_budget import look_alpha  # noqa: E402
+from pytest_capevolve._decide.stopping import split  # noqa: E402
+from pytest_capevolve._decide.verdict import GateConfig  # noqa: E402
 from pytest_capevolve._stats.sequential import exhaustion_p, first_crossings  # noqa: E402
-from pytest_capevolve._stats.sign_flip import sign_flips  # noqa: E402
 
 ALPHA = 0.05
 MIN_EFFECT = 0.05  # the spec's default gate_min_effect
@@ -156,11 +155,6 @@ def population(rng: np.random.Generator, pool: np.ndarray, effect: float, draws:
         return (rng.random((*r.shape, k)) < r[..., None]).astype(float)
 
     return Arms(arm(up, trials), arm(rates, trials), arm(up, 2 * trials), arm(rates, 2 * trials))
-
-
-def _rule(cand: np.ndarray, best: np.ndarray, config: GateConfig) -> bool:
-    deltas, _ = stats.paired_deltas(cand, best)
-    return run_rule(cand, best, deltas, config, None, None).decision == ACCEPT
 
 
 def fixed_exact(a: Arms) -> tuple[np.ndarray, np.ndarray]:
@@ -235,106 +229,6 @@ def screen_grow(a: Arms) -> tuple[np.ndarray, np.ndarray]:
                 break
             if float(np.mean(stats.paired_deltas(cand, best)[0])) <= 0:  # not provisional: rejected
                 break
-    return accepted, paid
-
-
-def trial_levels(trials: int) -> list[Fraction]:
-    """α per look of a trials-first design, one look per trial: the package's look schedule (α/2,
-    α/4, α/4 at 3 trials), α/trials each past :data:`MAX_LOOKS`."""
-    return look_schedule(ALPHA, trials) if trials <= MAX_LOOKS else [Fraction(ALPHA) / trials] * trials
-
-
-def null_tail(magnitudes: np.ndarray) -> np.ndarray:
-    """P(Σ s_t·m_t ≥ x) under fair sign flips s, for x = −Σm … Σm (index x + Σm): the exact sign-flip
-    law of integer magnitudes, in float (a product of scaled binomials, one per distinct value)."""
-    values, mult = np.unique(magnitudes[magnitudes > 0], return_counts=True)
-    law = np.ones(1)
-    for v, m in zip(values.tolist(), mult.tolist(), strict=True):
-        step = np.zeros(2 * v * m + 1)
-        step[:: 2 * v] = sps.binom.pmf(np.arange(m + 1), m, 0.5)  # v·(2B − m), B ~ Bin(m, ½)
-        law = np.convolve(law, step)
-    return np.cumsum(law[::-1])[::-1]
-
-
-def joint_last_p(
-    sums: np.ndarray, levels: list[Fraction], futility: bool, n_resamples: int, seed: int
-) -> Fraction:
-    """The p of a trials-first design that reached its last look: ``sums`` is tasks × looks of integer
-    paired deltas (look k: the candidate's first k trials' sum minus the best's). One task-level sign
-    flip negates a task's delta at every look (the arms' rows swapped), so a flip replays the whole
-    design: T = ∞ where a look before the last accepts (its exact p ≤ its level), −∞ where futility
-    (Δ̄ ≤ 0) stopped it first, else the last look's sum. p = share of flips with T ≥ the observed
-    (+1, seeded): early accepts and the last look are one test at α, the last look spending what the
-    early looks left (more than Bonferroni's share: their accepts overlap)."""
-    looks = sums.shape[1]
-    tails = [null_tail(np.abs(sums[:, k])) for k in range(looks - 1)]
-    spans = [int(np.abs(sums[:, k]).sum()) for k in range(looks - 1)]
-    observed = int(sums[:, -1].sum())
-    count = 0
-    for signs in sign_flips(sums.shape[0], n_resamples, seed):
-        flipped = signs.astype(np.int64) @ sums
-        alive, accepted = np.ones(len(signs), dtype=bool), np.zeros(len(signs), dtype=bool)
-        for k in range(looks - 1):
-            hit = alive & (tails[k][flipped[:, k] + spans[k]] <= float(levels[k]))
-            accepted |= hit
-            alive &= ~hit & ((flipped[:, k] > 0) if futility else True)
-        count += int(np.sum(accepted | (alive & (flipped[:, -1] >= observed))))
-    return Fraction(count + 1, n_resamples + 1)
-
-
-def trials_first(
-    *, futility: bool = False, joint: bool = False
-) -> Callable[[Arms], tuple[np.ndarray, np.ndarray]]:
-    """Trial k on every val task, then a look (the exact rule on the first k trials of both arms: the
-    candidate's trial j against the best's trial j, so the arms stay exchangeable) at :func:`trial_levels`;
-    the next trial is paid only while undecided. ``futility``: a look with Δ̄ ≤ 0 rejects (binding: it only
-    removes accepts). ``joint``: the last look by :func:`joint_last_p` instead of its Bonferroni share."""
-
-    def path(a: Arms) -> tuple[np.ndarray, np.ndarray]:
-        draws, n, trials = a.cand.shape
-        levels = trial_levels(trials)
-        accepted, paid = np.zeros(draws, dtype=bool), np.zeros(draws)
-        for i in range(draws):
-            for look in range(1, trials + 1):
-                cand, best = a.cand[i][:, :look], a.best[i][:, :look]
-                paid[i] = n * look
-                if look == trials and joint:
-                    sums = np.cumsum(a.cand[i] - a.best[i], axis=1).astype(np.int64)
-                    accepted[i] = joint_last_p(sums, levels, futility, RESAMPLES, i) <= ALPHA
-                    break
-                if _rule(cand, best, GateConfig(alpha=levels[look - 1])):
-                    accepted[i] = True
-                    break
-                if futility and float(np.mean(cand) - np.mean(best)) <= 0:
-                    break
-        return accepted, paid
-
-    return path
-
-
-def trials_first_e(a: Arms) -> tuple[np.ndarray, np.ndarray]:
-    """Trials-first rounds with the sequential gate inside each: round k feeds the k-trial deltas to
-    the efficacy e-process at the round's :func:`trial_levels` level and to futility, task by task, paying
-    trial k only on the tasks it reads; a round that ends undecided pays trial k on the rest and moves
-    on; the last round ends with the exact rule at its level."""
-    draws, n, trials = a.cand.shape
-    levels = trial_levels(trials)
-    accepted, paid = np.zeros(draws, dtype=bool), np.zeros(draws)
-    live = np.ones(draws, dtype=bool)
-    for look in range(1, trials + 1):
-        deltas = a.cand[:, :, :look].mean(axis=2) - a.best[:, :, :look].mean(axis=2)
-        code, used = first_crossings(
-            deltas,
-            alpha_efficacy=float(levels[look - 1]),
-            alpha_futility=float(ALPHA_FUTILITY),
-            min_effect=MIN_EFFECT,
-        )
-        paid += np.where(live, np.where(code == 0, n, used), 0)
-        accepted |= live & (code == 1)
-        live &= code == 0
-    config = GateConfig(alpha=levels[-1])
-    for i in np.flatnonzero(live):
-        accepted[i] = _rule(a.cand[i], a.best[i], config)
     return accepted, paid
 
 

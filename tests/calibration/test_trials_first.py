@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 
 from pytest_capevolve._stats.sign_flip import sign_flip_on_integers, sign_flips
 
-from .test_cost_bound import bench
+from .test_cost_bound import bench, load_benchmark
+
+designs = load_benchmark("trials_first")
 
 deltas = st.lists(st.integers(-3, 3), min_size=1, max_size=40)
 
@@ -24,7 +26,7 @@ deltas = st.lists(st.integers(-3, 3), min_size=1, max_size=40)
 @given(deltas)
 def test_the_null_tail_is_the_exact_sign_flip_law(values):
     d = np.array(values, dtype=np.int64)
-    tail = bench.null_tail(np.abs(d))
+    tail = designs.null_tail(np.abs(d))
     span = int(np.abs(d).sum())
     assert tail.size == 2 * span + 1
     assert abs(tail[0] - 1.0) < 1e-12  # every pattern reaches the lowest sum
@@ -56,8 +58,8 @@ def test_the_joint_p_is_the_flip_by_flip_replay_of_the_design(trials):
     sums = np.cumsum(np.array(trials, dtype=np.int64), axis=1)
     sums[:, 0] += 1 - (sums[:, 0] != 0)  # look 1 of every task non-zero: its early accepts are reachable
     for futility in (False, True):
-        levels = bench.trial_levels(3)
-        assert bench.joint_last_p(sums, levels, futility, 150, 3) == replayed_p(
+        levels = designs.trial_levels(3)
+        assert designs.joint_last_p(sums, levels, futility, 150, 3) == replayed_p(
             sums, levels, futility, 150, 3
         )
 
