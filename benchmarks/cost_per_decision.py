@@ -47,7 +47,8 @@ The paths, each through the package's own decision functions:
 The 80 % point is interpolated linearly between the two grid points around it (val size,
 rollouts, and the null's acceptance rate and rollouts alike); ``power*`` is each path's power on
 the fixed exact gate's 80 % val, the same val for every path. The numbers move by a few hundredths
-between seeds at the default ``--draws 300`` (about 1.5 CPU-minutes, 2.5 minutes on a busy core).
+between seeds at the default ``--draws 300`` (21 minutes with the trials-first rows on a loaded
+2-core machine).
 
 **0.6× the fixed-n rollouts at 80 % power for +0.10 is what only an oracle reaches.** Two rows
 say why. ``oracle SPRT`` is Wald's sequential probability ratio test of the exact per-task delta
@@ -80,8 +81,9 @@ unequal trial counts break, and few users have 270 val tasks.
 **Paying trials first does not reach 0.6× either.** On the τ² rates at +0.10 (seed 2026, 300 draws):
 Bonferroni looks 0.93× (and power 0.63 on the fixed gate's val), the joint last look 0.78× (power
 0.79), with futility 0.75× (power 0.78; a null costs 0.58×), e-process rounds 1.12×; at +0.05
-0.89–1.26×. Their type I on 20,000 τ² nulls each at N = 66 (``--type-one 20000``; binomial SE
-0.0015, so 5 % is told from 6 %): 0.024, 0.041, 0.042, 0.019, every one-sided 95 % bound ≤ 0.044.
+0.89–1.26×. On the synthetic mix, joint + futility: 0.80× at +0.10 (power 0.75), 0.77× at +0.05.
+Their type I on 20,000 τ² nulls each at N = 66 (``--type-one 20000``; binomial SE 0.0015, so 5 % is
+told from 6 %): 0.024, 0.041, 0.042, 0.019, every one-sided 95 % bound ≤ 0.044.
 The premise, that one trial on each task carries most of three's information, holds for rates
 (τ²'s tasks sit near 0 and 1) but not for paired deltas: pairing cancels the spread of the rates
 across tasks, and what is left is each task's Bernoulli noise — the spread of the true lift is 2.2 %
