@@ -21,17 +21,18 @@ from scipy.stats import entropy
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
-def load_benchmark():  # the benchmark is a script beside its sibling sequential.py, not a package
+def load_benchmark(name="cost_per_decision"):  # a script beside its siblings, not a package
     sys.path.insert(0, str(BENCH))
     try:
-        spec = importlib.util.spec_from_file_location("cost_per_decision", BENCH / "cost_per_decision.py")
+        spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
         assert spec and spec.loader
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module
-    finally:  # leave no module named "sequential" (the sibling benchmark) behind for other tests
+    finally:  # leave no module named after a sibling benchmark behind for other tests
         sys.path.remove(str(BENCH))
         sys.modules.pop("sequential", None)
+        sys.modules.pop("trials_first", None)
 
 
 bench = load_benchmark()
