@@ -27,10 +27,13 @@ Two narrower runs (issue 40, items 5 and 6), each printing ratios measured in th
 
 - `python benchmarks/fanout.py --burners 4 [--repeat 5]`: the async adapter against the sync one at
   64 in flight, with 4 busy-loop processes competing for the CPUs, alternated `--repeat` times;
-  prints each pair and the median of async phase / sync phase (goal ≤ 1.1);
+  prints each pair and the median of async phase / sync phase (goal ≤ 1.1), and of their CPU (the
+  rusage of each session's process tree: on a shared machine the figure that load does not move);
 - `python benchmarks/fanout.py --xdist [--repeat 20]`: `-n 2 --capevolve-concurrency 32` against a
   64-thread pool, `--repeat` times; prints each ratio, the median (goal ≤ 2), and any session
-  whose process wall is over 2× the median of them (a stall).
+  whose process wall is over 2× the median of them (a stall), with its CPU and the machine's CPU
+  pressure (PSI: the share of its wall time in which a runnable task waited for a CPU — near
+  100 %, a long session was starved by its neighbours, and its CPU says whether it did more).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import argparse
 import importlib.util
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -201,6 +205,14 @@ def tree_rss(root: int) -> int:
     return total
 
 
+def cpu_pressure() -> float:
+    """Seconds, machine-wide, in which some runnable task waited for a CPU (PSI; 0 where absent)."""
+    try:
+        return int(Path("/proc/pressure/cpu").read_text().split("total=")[1].split()[0]) / 1e6
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def measure(command: list[str], project: Path, ok: tuple[int, ...] = (0,)) -> dict[str, float]:
     """Run ``command``; its whole wall time, its rollout phase and its peak summed RSS."""
     log = project / "observed" / "phase.log"
@@ -219,6 +231,7 @@ def measure(command: list[str], project: Path, ok: tuple[int, ...] = (0,)) -> di
         ),
         "PYTEST_DEBUG_TEMPROOT": str(temp_root),
     }
+    before, pressed = resource.getrusage(resource.RUSAGE_CHILDREN), cpu_pressure()
     started, began = time.perf_counter(), time.time()
     proc = subprocess.Popen(command, cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak = [0]
@@ -233,13 +246,25 @@ def measure(command: list[str], project: Path, ok: tuple[int, ...] = (0,)) -> di
     _, err = proc.communicate()
     wall = time.perf_counter() - started
     sampler.join()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the process and every descendant it reaped
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    # the share of the session's wall time in which the machine had more runnable tasks than CPUs:
+    # near 100 %, a long session was starved by its neighbours, not stalled
+    pressure = (cpu_pressure() - pressed) / wall
     if proc.returncode not in ok or not (project / "reported.log").is_file():
         raise SystemExit(f"{' '.join(command)} failed ({proc.returncode}):\n{err.decode()[-2000:]}")
     spans = [tuple(map(float, line.split())) for line in log.read_text().splitlines()]
     assert len(spans) == int(os.environ["BENCH_TASKS"]), len(spans)
     first = min(start for start, _ in spans)
     phase = float((project / "reported.log").read_text()) - first
-    return {"wall": wall, "phase": phase, "mb": peak[0] / 2**20, "lead": first - began}
+    return {
+        "wall": wall,
+        "phase": phase,
+        "mb": peak[0] / 2**20,
+        "lead": first - began,
+        "cpu": cpu,
+        "pressure": pressure,
+    }
 
 
 def session(project: Path, *extra: str) -> list[str]:
@@ -278,14 +303,33 @@ def burning(count: int) -> list[subprocess.Popen[bytes]]:
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
 
 
+def cache_bytecode(tmp: Path) -> None:
+    """Sessions read their imports' bytecode from a cache of the benchmark's own
+    (``PYTHONPYCACHEPREFIX``), as on a user's machine, where startup.py and scale.py already do. A
+    shell with ``PYTHONDONTWRITEBYTECODE=1`` (these machines') and a venv installed
+    ``--no-compile`` keep none: each process a session starts — the controller, every xdist
+    worker, every sandbox child — compiled every module it imported: a third of a 1,000-rollout
+    ``-n 2`` session's CPU (6.7 → 4.4 s; 2,000 rollouts, medians: 10.4 → 7.1 s)."""
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+
+
+def warm(*commands: tuple[list[str], Path]) -> None:
+    """Each command once, unmeasured: it fills the bytecode cache (:func:`cache_bytecode`)."""
+    for command, project in commands:
+        measure(command, project)
+
+
 def under_load(burners: int, repeat: int, rollouts: int) -> None:
     """Item 5: async against sync at 64 in flight, under ``burners`` busy processes."""
     tmp = Path(tempfile.mkdtemp(prefix="capevolve-fanout-"))
     os.environ.update(BENCH_TASKS=str(rollouts), BENCH_WAIT=str(WAIT_S))
     sync = make_project(tmp / "sync", "SleepAdapter")
     asyn = make_project(tmp / "async", "AsyncSleepAdapter")
+    cache_bytecode(tmp)
+    warm(*((session(p, "--capevolve-concurrency", "64"), p) for p in (sync, asyn)))
     ideal = rollouts * WAIT_S / 64
-    ratios = []
+    ratios, cpu_ratios = [], []
     print(f"{rollouts} rollouts × {WAIT_S} s at 64 in flight, {burners} busy processes; ideal {ideal:.2f}s")
     spinning = burning(burners)
     try:
@@ -296,8 +340,10 @@ def under_load(burners: int, repeat: int, rollouts: int) -> None:
             print(
                 f"  sync {threads['phase']:5.2f}s = {threads['phase'] / ideal:4.2f}x ideal"
                 f"   async {loop['phase']:5.2f}s = {loop['phase'] / ideal:4.2f}x ideal"
-                f"   async/sync {ratios[-1]:4.2f}"
+                f"   async/sync {ratios[-1]:4.2f}   CPU per rollout (process tree): sync"
+                f" {threads['cpu'] / rollouts * 1e3:5.2f} ms, async {loop['cpu'] / rollouts * 1e3:5.2f} ms"
             )
+            cpu_ratios.append(loop["cpu"] / threads["cpu"])
     finally:
         for proc in spinning:
             proc.kill()
@@ -305,6 +351,7 @@ def under_load(burners: int, repeat: int, rollouts: int) -> None:
     print(
         f"median async/sync at 64 in flight under {burners} busy processes: {statistics.median(ratios):.2f} (goal ≤ 1.1)"
     )
+    print(f"median async/sync CPU of the process tree: {statistics.median(cpu_ratios):.2f}")
 
 
 def xdist_repeats(repeat: int, rollouts: int) -> None:
@@ -313,20 +360,27 @@ def xdist_repeats(repeat: int, rollouts: int) -> None:
     os.environ.update(BENCH_TASKS=str(rollouts), BENCH_WAIT=str(WAIT_S))
     sync = make_project(tmp / "sync", "SleepAdapter")
     (tmp / "pool.py").write_text(THREAD_POOL)
-    ratios, walls = [], []
+    cache_bytecode(tmp)
+    pool_command = [sys.executable, str(tmp / "pool.py"), str(sync), "64"]
+    warm((pool_command, sync), (session(sync, "-n", "2", "--capevolve-concurrency", "32"), sync))
+    ratios, walls, pressures = [], [], []
     print(f"{rollouts} rollouts × {WAIT_S} s: -n 2 --capevolve-concurrency 32 against ThreadPoolExecutor(64)")
     for i in range(repeat):
-        pool = measure([sys.executable, str(tmp / "pool.py"), str(sync), "64"], sync)
+        pool = measure(pool_command, sync)
         workers = measure(session(sync, "-n", "2", "--capevolve-concurrency", "32"), sync)
         ratios.append(workers["phase"] / pool["phase"])
         walls.append(workers["wall"])
         print(
             f"  {i:2d}: pool {pool['phase']:5.2f}s   -n 2 × 32 {workers['phase']:5.2f}s"
             f" ({ratios[-1]:4.2f}x pool)   process {workers['wall']:5.2f}s,"
-            f" {workers['lead']:5.2f}s of it before the first rollout"
+            f" {workers['lead']:5.2f}s of it before the first rollout, CPU {workers['cpu']:5.2f}s"
+            f" (pool {pool['cpu']:5.2f}s), CPU pressure {workers['pressure']:4.0%}"
         )
+        pressures.append(workers["pressure"])
     typical = statistics.median(walls)
-    stalls = [f"{i}: {w:.1f}s" for i, w in enumerate(walls) if w > 2 * typical]
+    stalls = [
+        f"{i}: {w:.1f}s (CPU pressure {pressures[i]:.0%})" for i, w in enumerate(walls) if w > 2 * typical
+    ]
     print(f"median -n 2 × 32 / 64-thread pool: {statistics.median(ratios):.2f} (goal ≤ 2)")
     print(f"stalls (process wall > 2× the median {typical:.1f}s): {', '.join(stalls) or 'none'}")
 
@@ -361,6 +415,14 @@ def everything() -> None:
     asyn = make_project(tmp / "async", "AsyncSleepAdapter")
     (tmp / "pool.py").write_text(THREAD_POOL)
     (tmp / "gather.py").write_text(GATHER)
+    cache_bytecode(tmp)
+    warm(
+        *((session(p, "-n", "2", "--capevolve-concurrency", "16"), p) for p in (sync, asyn)),
+        *(
+            ([sys.executable, str(tmp / name), str(p), "16"], p)
+            for name, p in (("pool.py", sync), ("gather.py", asyn))
+        ),
+    )
     results: dict[str, dict[str, float]] = {}
     print(f"{ROLLOUTS} rollouts × {WAIT_S} s; phase = first run_target start to last result in hand")
     os.environ["BENCH_WAIT"] = "0"

@@ -216,7 +216,7 @@ class RolloutPool:
     ) -> Future[Scored]:
         rollout = InflightRollout(timeout_s)
         asked = {"seed": seed, "split": split, "timeout_s": timeout_s}
-        if self.runner.is_async:
+        if self.runner.on_loop:
             # the coroutine calls run_and_score_async only once it runs: one closed unstarted (a
             # session ending) leaves no inner coroutine never awaited
             call = functools.partial(self._run_async, self.runner, task, candidate_dir, **asked)

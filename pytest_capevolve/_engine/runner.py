@@ -52,6 +52,12 @@ class AdapterRunner:
         # where live() + run_target run: here, unless the runner was made by sandbox.isolated
         self.targets: InProcess | Sandboxes = InProcess(self)
 
+    @property
+    def on_loop(self) -> bool:
+        """Needs a loop here: an async ``run_target`` run here (not in a sandbox child) or an async scorer."""
+        scorer_async = inspect.iscoroutinefunction(self.adapter.score)
+        return self.is_async and (isinstance(self.targets, InProcess) or scorer_async)
+
     def close(self) -> None:
         """End what :attr:`targets` started (a sandbox's child processes). Idempotent."""
         self.targets.close()
@@ -182,8 +188,8 @@ def run_and_score(
     runner: AdapterRunner, task: Task, folder: Path, *, seed: int, split: str, timeout_s: float | None = None
 ) -> Scored:
     """Make the candidate ``folder`` live, run the agent once on ``task`` with ``seed`` where
-    ``runner.targets`` runs it, and score it here. An async adapter gets an event loop of its own."""
-    if runner.is_async:
+    ``runner.targets`` runs it, and score it here. An adapter needing a loop here gets one of its own."""
+    if runner.on_loop:
         import asyncio
 
         scoring = run_and_score_async(runner, task, folder, seed=seed, split=split, timeout_s=timeout_s)

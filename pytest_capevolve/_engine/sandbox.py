@@ -55,6 +55,7 @@ def isolated(
     ``spec``'s project (without a spec: the run dir hidden, no gold)."""
     runner = AdapterRunner(adapter, judge_rescores)
     runner.targets = Sandboxes(ref, project_dir, harness_modules=[type(adapter).__module__], spec=spec)
+    runner.targets.inline = not runner.is_async
     return runner
 
 
@@ -66,6 +67,7 @@ class Sandboxes:
         self, ref: str, project_dir: Path, *, harness_modules: list[str], spec: Spec | None = None
     ) -> None:
         self.ref = ref
+        self.inline = True  # False: all in flight (an async run_target runs on the child's loop)
         self.project_dir = project_dir
         self.spec = spec
         self._fence: Fence | None = None
@@ -76,7 +78,6 @@ class Sandboxes:
         self._lock = threading.Lock()
         self._ids = itertools.count()
         self._task_blobs: dict[str, tuple[Task, bytes | None]] = {}
-        self._folders: dict[Path, str] = {}
         self.values = ValueLoader(harness_modules)  # how every child's answers are read
         self._closed = False
         atexit.register(self.close)
@@ -97,8 +98,7 @@ class Sandboxes:
             return sandbox
 
     def fence(self) -> Fence:
-        """The boundary's fixed part, computed when the first child starts (it globs the
-        project's gold files once per runner)."""
+        """The boundary's fixed part, made when the first child starts (it globs the gold files once)."""
         if self._fence is None:
             self._fence = (
                 Fence.of_spec(self.spec) if self.spec is not None else Fence.of_project(self.project_dir)
@@ -115,10 +115,7 @@ class Sandboxes:
             except Exception:  # the child takes the same task from its own tasks("all")
                 blob = None
             cached = self._task_blobs[task.id] = (task, blob)
-        folder = self._folders.get(candidate_dir)
-        if folder is None:
-            folder = self._folders[candidate_dir] = str(candidate_dir)
-        return (task.id, cached[1], folder, seed, split, timeout_s, logging.root.level, inline)
+        return (task.id, cached[1], str(candidate_dir), seed, split, timeout_s, logging.root.level, inline)
 
     def _label(self, scored: Scored, sandbox: Sandbox) -> None:
         """The child's confinement on its rollout; a confined child's refused write or read
@@ -128,7 +125,7 @@ class Sandboxes:
             scored.infra_error = self.fence().explain(scored.infra_error)
 
     def run(self, task: Task, folder: Path, *, seed: int, split: str, timeout_s: float | None) -> Scored:
-        inline = threading.current_thread() is threading.main_thread()
+        inline = self.inline and threading.current_thread() is threading.main_thread()
         ask = self._ask(task, folder, seed=seed, split=split, timeout_s=timeout_s, inline=inline)
         then, self.after_answer = self.after_answer, None
         sandbox = self._sandbox(folder)

@@ -112,10 +112,7 @@ class Child:
         return self._tasks[task_id]
 
     def folder(self, path: str) -> Path:
-        known = self._dirs.get(path)
-        if known is None:
-            known = self._dirs[path] = Path(path)
-        return known
+        return self._dirs.get(path) or self._dirs.setdefault(path, Path(path))
 
     def serve(self) -> None:
         while (payload := self.reader.read()) is not None:
