@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import gc
 import itertools
 import json
 import os
@@ -161,6 +162,20 @@ def read_run_json(path: Path, fix: str) -> Any:
         return read_json(path)
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
         raise RunDirError(f"{path}: damaged, not readable JSON ({exc}); {fix}") from None
+
+
+@contextlib.contextmanager
+def collection_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside: what reads a whole run (a command, a session's plan and
+    conclusion) makes objects that form no cycles, and each collection would only walk them again
+    (a tenth of ``verify``; of a 60k resume, ~0.1 s)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 @contextlib.contextmanager
