@@ -267,11 +267,8 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     spec, rundir = open_run(args, splits=False)
     try:
         # every val tag's records, read once for both the table and the page
-        val = (
-            index_records(rundir.rollouts.indexed_rollouts("val"))
-            if (rundir.splits() or {}).get("val")
-            else None
-        )
+        has_val = (rundir.splits() or {}).get("val")
+        val = index_records(rundir.rollouts.indexed_rollouts("val")) if has_val else None
         path = write_dashboard(
             rundir, spec.num_trials, measure(spec, rundir, {"val": val} if val else None), val
         )

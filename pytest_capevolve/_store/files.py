@@ -114,10 +114,9 @@ def unwritable_folder(folder: Path) -> OSError | None:
 
 
 def stat_or_none(path: Path | str) -> os.stat_result | None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         return os.stat(path)
-    except FileNotFoundError:
-        return None
+    return None
 
 
 def read_json(path: Path) -> Any:
@@ -166,9 +165,7 @@ def read_run_json(path: Path, fix: str) -> Any:
 
 @contextlib.contextmanager
 def collection_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside: what reads a whole run (a command, a session's plan and
-    conclusion) makes objects that form no cycles, and each collection would only walk them again
-    (a tenth of ``verify``; of a 60k resume, ~0.1 s)."""
+    """No cyclic collection inside (a run read whole makes no cycles to find); then as it was."""
     enabled = gc.isenabled()
     gc.disable()
     try:
