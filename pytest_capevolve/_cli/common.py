@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -150,19 +149,6 @@ def report_error(command: str, exc: CapevolveError | OSError) -> int:
     said = f"capevolve {command} refused: " if exc.exit_code == exitcodes.REFUSED else ""
     print(f"error: {said}{exc}", file=sys.stderr)
     return exc.exit_code
-
-
-@contextlib.contextmanager
-def collection_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside: a command that reads a whole run keeps objects that
-    form no cycles, and each collection would only walk them again (a tenth of ``verify``)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def print_notices() -> None:

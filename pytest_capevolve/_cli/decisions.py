@@ -17,12 +17,12 @@ from typing import Any
 from .. import exitcodes
 from .._project.spec import Spec
 from .._project.way_on import shown
+from .._store.files import collection_paused
 from .._store.rundir import RunDir
 from .common import (
     Refusal,
     UsageError,
     add_project_args,
-    collection_paused,
     emit,
     open_run,
     project_of,

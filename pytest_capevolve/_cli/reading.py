@@ -14,13 +14,12 @@ from typing import Any
 
 from .. import exitcodes
 from .._project.spec import SPEC_FILENAME
-from .._store.files import unwritable_folder
+from .._store.files import collection_paused, unwritable_folder
 from .._store.rundir import RunDir, RunDirError
 from .common import (
     Refusal,
     UsageError,
     add_project_args,
-    collection_paused,
     emit,
     existing_project,
     human,
@@ -82,6 +81,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
 
 
+@collection_paused()
 def cmd_measure(args: argparse.Namespace) -> int:
     """The run's one honest table; runs finalize first when the test split is still sealed."""
     from .._show.measure import measure, render_markdown, render_text
@@ -257,6 +257,7 @@ def _verified_run(args: argparse.Namespace) -> RunDir:
         return RunDir.resolve(target.resolve(), args.run_id, create=False)
 
 
+@collection_paused()  # the page is drawn from every row of the run
 def cmd_dashboard(args: argparse.Namespace) -> int:
     """Rebuild the run's ``dashboard.html`` (pays nothing, never opens the seal)."""
     from .._show.dashboard import write_dashboard
@@ -266,11 +267,8 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     spec, rundir = open_run(args, splits=False)
     try:
         # every val tag's records, read once for both the table and the page
-        val = (
-            index_records(rundir.rollouts.indexed_rollouts("val"))
-            if (rundir.splits() or {}).get("val")
-            else None
-        )
+        has_val = (rundir.splits() or {}).get("val")
+        val = index_records(rundir.rollouts.indexed_rollouts("val")) if has_val else None
         path = write_dashboard(
             rundir, spec.num_trials, measure(spec, rundir, {"val": val} if val else None), val
         )

@@ -15,6 +15,7 @@ import pytest
 from .. import exitcodes
 from .._items.plan import RolloutKey
 from .._show.report import TagRow
+from .._store.files import collection_paused
 from .._store.log.paid_by import UntrustedRecord
 from .selection import stopped_early, stopped_line
 
@@ -75,7 +76,8 @@ class SessionEnd:
         if not session.config.option.collectonly and not self._damaged():
             try:
                 settled = self.settle()  # first: the claims released, concurrent sessions waited for
-                self.outcome = self.conclude()
+                with collection_paused():  # the run's rows again, read whole: no cycles
+                    self.outcome = self.conclude()
             except OSError as exc:  # the run dir refused a write while concluding (a full disk)
                 self.outcome = _damaged_outcome(
                     f"capevolve: the session could not write its conclusion: {exc}"

@@ -29,6 +29,7 @@ from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.spec import Spec, load_spec
 from .._project.splits import TestSealError
 from .._project.way_on import pasteable
+from .._store.files import collection_paused
 from .._store.log.event_kinds import SESSION_STARTED
 from .._store.memory import task_keys
 from .._store.readers.harness_lock import check_or_lock
@@ -69,6 +70,7 @@ def refused_write(config: pytest.Config, exc: PermissionError) -> pytest.UsageEr
     )
 
 
+@collection_paused()  # the plan of a large run: tens of thousands of rows and keys, no cycles
 def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, str]) -> None:
     workerinput = getattr(config, "workerinput", None)
     on_copy = False

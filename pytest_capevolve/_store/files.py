@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import gc
 import itertools
 import json
 import os
@@ -113,10 +114,9 @@ def unwritable_folder(folder: Path) -> OSError | None:
 
 
 def stat_or_none(path: Path | str) -> os.stat_result | None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         return os.stat(path)
-    except FileNotFoundError:
-        return None
+    return None
 
 
 def read_json(path: Path) -> Any:
@@ -161,6 +161,18 @@ def read_run_json(path: Path, fix: str) -> Any:
         return read_json(path)
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
         raise RunDirError(f"{path}: damaged, not readable JSON ({exc}); {fix}") from None
+
+
+@contextlib.contextmanager
+def collection_paused() -> Iterator[None]:
+    """No cyclic collection inside (a run read whole makes no cycles to find); then as it was."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 @contextlib.contextmanager

@@ -17,6 +17,10 @@ import gc
 from pathlib import Path
 
 
+def pytest_sessionstart(session):
+    pytest_runtest_call(None)
+
+
 def pytest_runtest_call(item):
     with open(Path(__file__).with_name("freeze.log"), "a") as log:
         log.write(f"{gc.get_freeze_count()}\\n")
@@ -26,9 +30,9 @@ def pytest_runtest_call(item):
 def test_the_start_up_heap_is_frozen_for_the_run_loop_and_given_back(
     pytester: pytest.Pytester, example, capevolve
 ) -> None:
-    """During the loop the objects alive at its start are out of the collector's generations;
-    after the session (run here inside this process) they are back, so a session leaves the
-    process's garbage collection as it found it."""
+    """From the end of configure (the plan made) and during the loop, the objects alive are out of
+    the collector's generations; after the session (run here inside this process) they are back,
+    so a session leaves the process's garbage collection as it found it."""
     assert gc.get_freeze_count() == 0
     pytester.makepyfile(freeze_probe=FREEZE_PROBE)
     pytester.syspathinsert()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 
@@ -47,6 +48,7 @@ def test_run_persists_records_and_resume_pays_nothing(
     state = json.loads((projects.run_dir(project) / "state.json").read_text())
     assert state["spent"]["metric_calls"] == 24
     assert projects.rollout_records(project) == records
+    assert gc.isenabled()  # the sessions paused the collector for their plan and conclusion only
 
 
 def test_records_identical_with_and_without_xdist(example, projects, capevolve) -> None:

@@ -8,6 +8,7 @@ is measured in ``benchmarks/overhead.py`` and ``benchmarks/fanout.py``, not here
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -23,7 +24,7 @@ from pytest_capevolve import Rollout, Task
 from pytest_capevolve._engine.inflight import InflightRollout, RolloutPool, RolloutThreads
 from pytest_capevolve._engine.runner import AdapterRunner, Scored
 from pytest_capevolve._project import candidate
-from pytest_capevolve._store.files import FILE_MODE, atomic_write_text
+from pytest_capevolve._store.files import FILE_MODE, atomic_write_text, collection_paused
 from pytest_capevolve._store.rollouts.record import (
     RECORD_PROPERTY,
     RecordError,
@@ -143,6 +144,23 @@ def test_an_interrupted_atomic_write_leaves_the_old_file_and_no_temp_file(
     monkeypatch.undo()
     assert path.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["state.json"]
+
+
+def test_a_paused_collection_gives_the_collector_back_as_it_found_it() -> None:
+    """A session's plan and conclusion run with the cyclic collector paused: it is on again after
+    them, even when they raise, and stays off for a caller that had turned it off."""
+    assert gc.isenabled()
+    with pytest.raises(KeyError), collection_paused():
+        assert not gc.isenabled()
+        raise KeyError("refused")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collection_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_rollout_threads_run_many_at_once() -> None:

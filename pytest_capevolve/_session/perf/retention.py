@@ -123,14 +123,13 @@ class Retention:
 class FrozenStartupHeap:
     """What is alive when the run loop starts (modules, spec, plan, items) lives to the end, yet every full
     collection walks it (~0.25 s of a 2000-rollout session): frozen for the loop, unless someone else froze
-    the heap."""
+    the heap; first as configure ends, so the plan it made unwalked (collection paused) is never walked."""
 
-    def __init__(self) -> None:
-        self.frozen = False
+    frozen = False
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_runtestloop(self, session: pytest.Session) -> None:
-        if gc.get_freeze_count() == 0:
+    def pytest_runtestloop(self) -> None:
+        if self.frozen or gc.get_freeze_count() == 0:
             gc.freeze()
             self.frozen = True
 
@@ -149,6 +148,7 @@ def register(config: pytest.Config) -> None:
     # cleanup it added after this one, which runs first), and with the heap still frozen those
     # collections skip the start-up heap (~0.1 s at 60,000 rollouts planned).
     config.add_cleanup(heap.unfreeze)
+    heap.pytest_runtestloop()  # the plan configure made; again as the loop starts: the items
     _freeze_at_exit()
 
 
