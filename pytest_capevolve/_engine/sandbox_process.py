@@ -152,8 +152,8 @@ class Sandbox:
         self.pending: dict[int, _Pending] = {}
         self.reading = False  # a reader thread serves this child's answers
         self.sent: dict[str, bytes] = {}  # task id -> the pickle this child was sent for it
-        # a request sent ahead (:meth:`send_ahead`) that no exchange has collected yet: the ask, its
-        # request and its answer to come (cleared whenever the child is); how often _watch looks
+        # a request sent ahead (:meth:`send_ahead`) that no exchange has collected yet (cleared
+        # whenever the child is); the child _watch looks at, and how often
         self.ahead: tuple[Ask, int, _Pending] | None = None
         self.watched: subprocess.Popen[bytes] | None = None
         self.period = POLL_S
@@ -273,9 +273,8 @@ class Sandbox:
     def send_ahead(self, ask: Ask) -> bool:
         """Send ``ask`` now, for the next :meth:`exchange` asking for the same to collect: only to
         a running child with nothing outstanding, so its deadline runs from now as an exchange's
-        would. That exchange reads its answer, no thread woken per rollout; one left unread for a
-        quarter of its timeout is handed to a reader thread (:meth:`_watch`), which times it as it
-        arrives: a slow score of the rollout before is never this one's lateness."""
+        would. That exchange reads its answer (no thread woken per rollout) unless :meth:`_watch`
+        handed it to a reader thread: a slow score of the rollout before is never its lateness."""
         with self._lock:
             proc = self.proc
             if proc is None or self.reader is None or self.pending or self.ahead is not None:
@@ -293,8 +292,7 @@ class Sandbox:
             return True
 
     def _watch(self, proc: subprocess.Popen[bytes]) -> None:
-        """While ``proc`` is this sandbox's child and no reader thread serves it: hands a request sent
-        ahead and unread for :attr:`period` to one (which reads and times it from then on)."""
+        """Hands a request sent ahead to ``proc`` and unread for :attr:`period` to a reader thread."""
         while True:
             with self._lock:
                 if self.proc is not proc or self.reading:
@@ -318,9 +316,8 @@ class Sandbox:
             if ahead is None or (not ahead[2].handed and self.proc is None):
                 return None
             if not ahead[2].handed:  # nobody reads it but this exchange: read here, under its deadline
-                answer = self._answer(ahead[1], ahead[2])
-                return answer if ahead[0] == ask else None
-        answer = ahead[2].future.result()  # its deadline is kept by the reader thread
+                ahead[2].future.set_result(self._answer(ahead[1], ahead[2]))
+        answer = ahead[2].future.result()  # else read (and its deadline kept) by the reader thread
         return answer if ahead[0] == ask else None
 
     def _exchange_locked(self, ask: Ask) -> Answer:
