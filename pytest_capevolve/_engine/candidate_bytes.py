@@ -4,7 +4,8 @@ and workers on a copy of the project.
 A candidate is evaluated from its snapshot (``candidates/<tag>/files``), never from the folder
 the optimizer may still be editing. The snapshot's hash and listing are checked at first use;
 before and after every rollout a cheap stamp (sizes, inodes, times, listings) is compared, and a
-snapshot moved before or *during* a rollout is re-checked (other bytes make it missing data).
+snapshot moved before or *during* a rollout is re-checked (other bytes make it missing data). An
+unmoved stamp after one rollout is the next one's before: a move in between is seen after it.
 
 A worker on a copy of the project — another folder (``--tx popen//chdir=COPY``) or machine
 (``--tx ssh=HOST//chdir=COPY``), in place of xdist's deprecated ``--rsyncdir`` — loads the spec
@@ -51,7 +52,7 @@ class _Checked:
 def stamp_of(folder: Path) -> Stamp:
     """What changes whenever a file under ``folder`` is written, replaced, added or removed
     (ctime cannot be set back), without reading a byte; a planted ``.pyc`` counts too. Plain
-    ``os.scandir`` and strings: this runs twice per rollout."""
+    ``os.scandir`` and strings: this runs once or twice per rollout."""
     entries: list[tuple[str, tuple[object, ...]]] = []
     todo = [("", os.fspath(folder))]
     while todo:
@@ -99,6 +100,7 @@ class CandidateBytes:
         self.on_copy = on_copy
         self._checked: dict[str, _Checked | str] = {}
         self._private: Path | None = None
+        self._unmoved: str | None = None  # the tag whose stamp after its last rollout was unmoved
 
     def folder(self, tag: str, snapshot: Path, source: Path, digest: str) -> tuple[Path, Stamp]:
         """The folder to evaluate ``tag`` from and its stamp now; raises CandidateMismatch
@@ -106,10 +108,11 @@ class CandidateBytes:
         checked = self._checked.get(tag)
         if checked is None:
             checked = self._checked[tag] = self._first_check(tag, snapshot, source, digest)
-        elif isinstance(checked, _Checked):
+        elif isinstance(checked, _Checked) and self._unmoved != tag:
             now = stamp_of(checked.folder)
             if now != checked.stamp:  # touched at least: the bytes are checked again
                 checked = self._checked[tag] = self._verify(tag, checked.folder, digest, now)
+        self._unmoved = None
         if isinstance(checked, str):
             raise CandidateMismatch(checked)
         return checked.folder, checked.stamp
@@ -118,7 +121,10 @@ class CandidateBytes:
         """After a rollout: None when ``folder`` is unmoved or (a touch, to have a failure paid again)
         still the registered bytes; else why the rollout is missing data (other bytes measured?)."""
         after = stamp_of(folder)
-        digest = checked.digest if isinstance(checked := self._checked.get(tag), _Checked) else ""
+        checked = self._checked.get(tag)
+        digest = checked.digest if isinstance(checked, _Checked) else ""
+        unmoved = isinstance(checked, _Checked) and after == checked.stamp and folder == checked.folder
+        self._unmoved = tag if unmoved else None
         if after == before or isinstance(self._verify(tag, folder, digest, after), _Checked):
             return None
         changed = ", ".join(moved(before, after)[:3])

@@ -135,6 +135,7 @@ class _Pending:
     sent: float
     deadline: float | None
     timeout_s: float | None
+    handed: bool = False  # a request sent ahead whose answer a reader thread reads (:meth:`Sandbox._watch`)
 
 
 class Sandbox:
@@ -151,9 +152,11 @@ class Sandbox:
         self.pending: dict[int, _Pending] = {}
         self.reading = False  # a reader thread serves this child's answers
         self.sent: dict[str, bytes] = {}  # task id -> the pickle this child was sent for it
-        # a request sent ahead (:meth:`send_ahead`) that no exchange has collected yet: the ask
-        # and its answer to come (cleared whenever the child is)
-        self.ahead: tuple[Ask, Future[Answer]] | None = None
+        # a request sent ahead (:meth:`send_ahead`) that no exchange has collected yet (cleared
+        # whenever the child is); the child _watch looks at, and how often
+        self.ahead: tuple[Ask, int, _Pending] | None = None
+        self.watched: subprocess.Popen[bytes] | None = None
+        self.period = POLL_S
         self._lock = threading.RLock()
 
     def idle(self) -> bool:
@@ -216,9 +219,12 @@ class Sandbox:
         self.confinement = Confinement.from_json(said)
         return proc, reader
 
-    def _request(self, ask: Ask) -> tuple[int, bytes]:
-        """``ask`` as this child's next request, its id and pickle (under ``_lock``: requests go out
-        in the order :attr:`sent` assumes); a task's pickle goes to a child once, then SAME_TASK."""
+    def _request(self, ask: Ask) -> tuple[int, bytes, _Pending]:
+        """``ask`` as this child's next request, its id, pickle and deadline from now (under ``_lock``:
+        requests go out in the order :attr:`sent` assumes); a task's pickle goes to a child once."""
+        timeout_s, sent = ask[5], time.monotonic()
+        deadline = None if timeout_s is None else sent + timeout_s + GRACE_S
+        asked = _Pending(Future(), sent, deadline, timeout_s)
         request_id = next(self.owner._ids)
         task_id, blob = ask[0], ask[1]
         task: bytes | int | None = blob
@@ -227,7 +233,7 @@ class Sandbox:
                 task = SAME_TASK
             else:
                 self.sent[task_id] = blob
-        return request_id, dumps((request_id, task_id, task, *ask[2:]))
+        return request_id, dumps((request_id, task_id, task, *ask[2:])), asked
 
     def _send(self, proc: subprocess.Popen[bytes], request: bytes) -> bool:
         assert proc.stdin is not None
@@ -267,35 +273,67 @@ class Sandbox:
     def send_ahead(self, ask: Ask) -> bool:
         """Send ``ask`` now, for the next :meth:`exchange` asking for the same to collect: only to
         a running child with nothing outstanding, so its deadline runs from now as an exchange's
-        would; its answer is read as it arrives by the child's reader thread."""
+        would. That exchange reads its answer (no thread woken per rollout) unless :meth:`_watch`
+        handed it to a reader thread: a slow score of the rollout before is never its lateness."""
         with self._lock:
-            if self.proc is None or self.reader is None or self.pending or self.ahead is not None:
+            proc = self.proc
+            if proc is None or self.reader is None or self.pending or self.ahead is not None:
                 return False
-            self.ahead = (ask, self._submit_locked(ask))
+            request_id, request, asked = self._request(ask)
+            self.ahead, self.period = (ask, request_id, asked), min(POLL_S, (asked.timeout_s or POLL_S) / 4)
+            if self.reading:  # a reader thread owns the pipe: it reads this answer too
+                self._hand_over(proc)
+            elif self.watched is not proc:
+                self.watched = proc
+                threading.Thread(
+                    target=self._watch, args=(proc,), name="capevolve-sandbox-watch", daemon=True
+                ).start()
+            self._send(proc, request)
             return True
 
+    def _watch(self, proc: subprocess.Popen[bytes]) -> None:
+        """Hands a request sent ahead to ``proc`` and unread for :attr:`period` to a reader thread."""
+        while True:
+            with self._lock:
+                if self.proc is not proc or self.reading:
+                    return
+                if self.ahead is not None and time.monotonic() - self.ahead[2].sent >= self.period:
+                    self._hand_over(proc)
+                period = self.period
+            time.sleep(period)
+
+    def _hand_over(self, proc: subprocess.Popen[bytes]) -> None:
+        assert self.ahead is not None
+        _, request_id, asked = self.ahead
+        asked.handed, self.pending[request_id] = True, asked
+        self._start_reading(proc)
+
     def _collect_ahead(self, ask: Ask | None) -> Answer | None:
-        """The answer to the request sent ahead when it is ``ask``'s, else None; another's is waited
-        for and dropped, so a request is never queued behind a rollout."""
+        """The answer to the request sent ahead when it is ``ask``'s, else None; another's is read
+        and dropped, so a request is never queued behind a rollout."""
         with self._lock:
             ahead, self.ahead = self.ahead, None
-        if ahead is None:
-            return None
-        answer = ahead[1].result()  # its deadline is kept by the reader thread
+            if ahead is None or (not ahead[2].handed and self.proc is None):
+                return None
+            if not ahead[2].handed:  # nobody reads it but this exchange: read here, under its deadline
+                ahead[2].future.set_result(self._answer(ahead[1], ahead[2]))
+        answer = ahead[2].future.result()  # else read (and its deadline kept) by the reader thread
         return answer if ahead[0] == ask else None
 
     def _exchange_locked(self, ask: Ask) -> Answer:
         try:
-            proc, reader = self._ensure()
+            proc, _ = self._ensure()
         except SandboxError as exc:
             return lost_answer(str(exc))
-        timeout_s = ask[5]
-        sent = time.monotonic()
-        request_id, request = self._request(ask)
-        delivered = self._send(proc, request)
-        deadline = None if timeout_s is None else sent + timeout_s + GRACE_S
+        request_id, request, asked = self._request(ask)
+        return self._answer(request_id, asked, delivered=self._send(proc, request))
+
+    def _answer(self, request_id: int, asked: _Pending, delivered: bool = True) -> Answer:
+        """The answer to ``request_id`` read here (under ``_lock``), or the child's end as its failure."""
+        proc, reader, sent, timeout_s = self.proc, self.reader, asked.sent, asked.timeout_s
+        assert proc is not None and reader is not None
         try:
-            payload = reader.read(deadline) if delivered else None
+            payload = reader.read(asked.deadline) if delivered else None
             if payload is None:
                 message = died(end(proc))
             else:
@@ -321,24 +359,27 @@ class Sandbox:
             return self._submit_locked(ask)
 
     def _submit_locked(self, ask: Ask) -> Future[Answer]:
-        future: Future[Answer] = Future()
         try:
-            proc, reader = self._ensure()
+            proc, _ = self._ensure()
         except SandboxError as exc:
-            future.set_result(lost_answer(str(exc)))
-            return future
-        timeout_s = ask[5]
-        sent = time.monotonic()
-        deadline = None if timeout_s is None else sent + timeout_s + GRACE_S
-        request_id, request = self._request(ask)
-        self.pending[request_id] = _Pending(future, sent, deadline, timeout_s)
-        if not self.reading:
+            lost: Future[Answer] = Future()
+            lost.set_result(lost_answer(str(exc)))
+            return lost
+        request_id, request, asked = self._request(ask)
+        self.pending[request_id] = asked
+        self._start_reading(proc)
+        self._send(proc, request)
+        return asked.future
+
+    def _start_reading(self, proc: subprocess.Popen[bytes]) -> None:
+        if not self.reading and self.reader is not None:
             self.reading = True
             threading.Thread(
-                target=self._read_answers, args=(proc, reader), name="capevolve-sandbox-reader", daemon=True
+                target=self._read_answers,
+                args=(proc, self.reader),
+                name="capevolve-sandbox-reader",
+                daemon=True,
             ).start()
-        self._send(proc, request)
-        return future
 
     def _read_answers(self, proc: subprocess.Popen[bytes], reader: FrameReader) -> None:
         while True:

@@ -75,6 +75,26 @@ def test_a_changed_snapshot_is_refused_naming_the_file(tmp_path: Path, edit, nam
         checker.folder("cand", snapshot, tmp_path / "cand", digest)
 
 
+def test_an_unmoved_stamp_after_a_rollout_is_the_next_ones_and_a_move_between_is_still_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_capevolve._engine import candidate_bytes
+
+    _source, snapshot, digest = _registered(tmp_path)
+    checker = CandidateBytes(on_copy=False)
+    _folder, before = checker.folder("cand", snapshot, tmp_path / "cand", digest)
+    assert checker.changed_during("cand", snapshot, before) is None
+    stamps = []
+    monkeypatch.setattr(candidate_bytes, "stamp_of", lambda f: stamps.append(f) or candidate_bytes.Stamp())
+    assert checker.folder("cand", snapshot, tmp_path / "cand", digest)[1] == before and stamps == []
+    monkeypatch.undo()
+    _append(snapshot / "prompt.md", "RULE:between\n")  # after the stamp reused, before the rollout
+    during = checker.changed_during("cand", snapshot, before)
+    assert during is not None and "prompt.md" in during
+    with pytest.raises(CandidateMismatch):  # the next one stamps again: it is refused
+        checker.folder("cand", snapshot, tmp_path / "cand", digest)
+
+
 def test_a_snapshot_changed_before_its_first_use_is_refused(tmp_path: Path) -> None:
     _source, snapshot, digest = _registered(tmp_path)
     _append(snapshot / "prompt.md", "more\n")

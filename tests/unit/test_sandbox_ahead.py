@@ -175,8 +175,7 @@ def test_a_death_read_before_its_rollout_sent_ahead_is_collected_is_not_run_agai
     run_and_score(runner, one, capability, seed=0, split="val")
     assert runner.targets.send_ahead(fatal, capability, seed=1, split="val", timeout_s=None)
     sandbox = runner.targets._children[str(capability)]
-    assert sandbox.ahead is not None
-    sandbox.ahead[1].result()  # settled by the reader once it has booked the child's death
+    assert sandbox.ahead is not None and sandbox.proc.wait() == 3  # dead before it is collected
     lost = run_and_score(runner, fatal, capability, seed=1, split="val")
     assert lost.reward == 0.0 and "exit code 3" in (lost.caused or ""), lost
     assert calls(project) == [["one", 0], ["fatal", 1]]
