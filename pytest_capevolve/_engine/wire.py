@@ -91,11 +91,15 @@ class FrameReader:
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self._buffer = bytearray()
+        # poll, not select: select refuses a descriptor ≥ 1024, which a long-lived process holding
+        # many files (an in-process pytester suite, a session with many children) reaches
+        self._ready = select.poll()
+        self._ready.register(fd, select.POLLIN)
 
     def _wait(self, deadline: float | None) -> None:
         if deadline is not None:
             wait = deadline - time.monotonic()
-            if wait <= 0 or not select.select([self.fd], [], [], wait)[0]:
+            if wait <= 0 or not self._ready.poll(wait * 1000):
                 raise TimeoutError
 
     def read(self, deadline: float | None = None) -> bytes | None:

@@ -189,6 +189,10 @@ class Persistence:
         finally:
             self.rundir.claims.release()  # an interrupted session lets go too
             self.rundir.log.close_log()
+            # the index's SQLite files and the run's lock, not left to the collector: in-process
+            # sessions (pytester) leaked them; each reopens on demand if a later hook needs it
+            self.rundir.rollouts.index.close()
+            self.rundir.lock.close()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:

@@ -202,3 +202,29 @@ def test_a_tasks_pickle_goes_to_a_child_once_and_again_to_a_new_child(tmp_path) 
     task = Task(id="t1", input="another task object under the same id")
     assert pickle.loads(sent_task()) == task  # a new object is sent again
     boxes.close()
+
+
+def test_a_reader_waits_with_a_deadline_on_a_descriptor_above_select_s_limit() -> None:
+    """A process holding many files (an in-process pytester suite) gives a child's pipe a descriptor
+    ≥ 1024, where select() raises 'filedescriptor out of range': the deadline wait must not use it."""
+    import resource
+
+    from pytest_capevolve._engine.wire import FrameReader, write_frame
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard <= 1100:
+        pytest.skip(f"this machine allows {hard} open files: no descriptor above 1024 to test")
+    if soft <= 1100:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(2048, hard) if hard > 0 else 2048, hard))
+    read_end, write_end = os.pipe()
+    high = os.dup2(read_end, 1100)
+    try:
+        reader = FrameReader(high)
+        with pytest.raises(TimeoutError):
+            reader.read(deadline=time.monotonic() + 0.01)  # nothing written: the deadline passes
+        write_frame(write_end, b"answer")
+        assert reader.read(deadline=time.monotonic() + 60) == b"answer"
+    finally:
+        for fd in (read_end, write_end, high):
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
