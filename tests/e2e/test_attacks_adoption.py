@@ -186,8 +186,8 @@ def test_a_seed_swapped_while_an_adoption_is_booked_is_not_booked(
         "said 'repeat')\", though no gate was overruled"
     ),
     outcome=(
-        "refused in one line saying what is true: adopted in run B from run A, whose record is not in "
-        "this project any more; the way on (gate a changed version)"
+        "refused in one line saying what is true: run B's adoption yields to run A's accept it carried, "
+        "whose record is not in this project any more; the way on (gate a changed version)"
     ),
 )
 def test_an_adoption_is_not_adopted_again_and_the_refusal_says_why(
@@ -206,8 +206,10 @@ def test_an_adoption_is_not_adopted_again_and_the_refusal_says_why(
     # before: "'big' was accepted in run B against its gate (which said 'repeat')": no gate was overruled
     assert code != 0, err
     assert "against its gate" not in err, err
-    assert f"adopted there from run {first.name}, whose record is not in this project any more" in err, err
-    assert "gate a changed version" in err and second.name in err
+    # the adoption yields to the accept it carried (remembered by the project's memory), whose record
+    # is gone: that is what the refusal names
+    assert f"accepted in run {first.name}, whose record is not in this project any more" in err, err
+    assert "gate a changed version" in err and second.name not in err
 
 
 @pytest.mark.attack(

@@ -43,8 +43,12 @@ def adoption(rundir: RunDir, verdict: dict[str, Any] | None, best: str, spec: Sp
     )
     if earlier is None or earlier.shared is not None or earlier.fresh or earlier.decision != "accept":
         return None
-    there = RunDir(rundir.root.parent / earlier.run_id)
     accepted = f"{earlier.tag!r} was accepted in run {earlier.run_id}"
+    if not (rundir.root.parent / earlier.run_id).is_dir():  # remembered by the project's memory alone
+        raise CommitRefused(
+            f"{accepted}, whose record is not in this project any more: not adopted; {WAY_ON}"
+        )
+    there = RunDir(rundir.root.parent / earlier.run_id)
     snapshot = there.snapshots.snapshot_dir(earlier.tag)
     try:  # the verdict as that run's gate logged it, the decision booked on it, and the bytes it accepted
         decided = there.verdicts.checked(earlier.tag) or {}

@@ -61,6 +61,7 @@ class Earlier:
     shared: tuple[str, str] | None = None
     # the seq of a decision booked by ``commit --force`` (a repair, or against the gate)
     repair: int | None = None
+    adopted: bool = False  # an accept carried from an earlier run (its verdict a repeat): that run's stands
 
     def where(self) -> str:
         """ "run R", and the project and ledger, or the val, when not this run's: what a refusal names."""
@@ -147,7 +148,8 @@ class _Found:
 
     def seen(self, digest: str, earlier: Earlier, theirs: Tasks | None) -> None:
         """Keep the latest overlapping decision on ``digest`` (a fresh look only while none): a repair
-        (``commit --force``) is what stands, and a run's id sorts by when it was started."""
+        (``commit --force``) is what stands, an adoption yields to the decision it carried (found
+        while its run is in the project), and a run's id sorts by when it was started."""
         if theirs is not None:
             shared = self.my_val.shared(theirs, self.my_keys)
             if not shared:
@@ -155,7 +157,11 @@ class _Found:
             elif not self.my_val.same_as(theirs, self.my_keys):
                 earlier = replace(earlier, val_overlap=(len(shared), len(theirs), len(self.my_val)))
         old = self.found.get(digest)
-        if old is None or (not old.fresh, old.run_id) <= (not earlier.fresh, earlier.run_id):
+        if old is None or (not old.fresh, not old.adopted, old.run_id) <= (
+            not earlier.fresh,
+            not earlier.adopted,
+            earlier.run_id,
+        ):
             self.found[digest] = earlier
 
 
@@ -180,12 +186,17 @@ def _decided_in_run(other: RunDir, found: _Found) -> None:
     for event in other.decisions():
         tag = event.get("tag")
         if isinstance(tag, str) and tag in hashes and isinstance(event.get("decision"), str):
-            level = decided_level(other.verdicts.verdict(tag))
+            verdict = other.verdicts.verdict(tag)
+            level = decided_level(verdict)
             text = level.text if level else None
             # a repair (``commit --force``) was taken at no gate's level: it names its event instead
             forced = event.get("repairs") is not None or bool(event.get("against_gate"))
             earlier = Earlier(tag, other.run_id, str(event["decision"]), None if forced else text)
-            earlier = replace(earlier, harness_changes=differs, repair=int(event["seq"]) if forced else None)
+            adopted = (
+                not forced and (verdict or {}).get("decision") == REPEAT and event["decision"] == "accept"
+            )
+            repair = int(event["seq"]) if forced else None
+            earlier = replace(earlier, harness_changes=differs, repair=repair, adopted=adopted)
             found.seen(hashes[tag], earlier, theirs_val)
 
 
