@@ -124,10 +124,14 @@ class HillClimb:
                     raise Refusal(f"no run {self.o.run_id!r} in {self.spec.project_dir}") from None
         if rundir is not None and self._has_baseline(rundir):
             return rundir
+        best = rundir.state.best() if rundir is not None else SEED_TAG
         self.o.log(
             "--new-run: a new run, its baseline first"
             if new_run
             else "no baseline yet (the best's val rollouts): running a plain evaluation session"
+            if best == SEED_TAG  # an adopted best is booked unpaid: say so, not "no baseline yet"
+            else f"the best {best!r} has no val rollouts in this run (booked unpaid, as an adoption is): "
+            "paying them once in a plain evaluation session"
         )
         log = (
             rundir.hill_climb_dir() if rundir is not None else self.spec.project_dir / ".capevolve"

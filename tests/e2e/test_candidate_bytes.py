@@ -587,9 +587,8 @@ def test_hill_climb_in_a_new_run_adopts_the_last_runs_accept_then_gates_against_
     ]
     assert summary["best"] == "cand_0001" and summary["run_id"] != first
     assert "cand_0001: no gate, no rollout: byte-identical to 'cand_0001' of another run" in err
-    assert err.count("no baseline yet (the best's val rollouts): running a plain evaluation session") == 1, (
-        err
-    )
+    assert err.count("the best 'cand_0001' has no val rollouts in this run (booked unpaid") == 1, err
+    assert "no baseline yet" not in err.split("adopted as this run's best")[1], err
     rundir = projects.run_dir(project)
     events = [json.loads(line) for line in (rundir / "events.jsonl").read_text().splitlines()]
     adopted = next(e for e in events if e["kind"] == "decision")
