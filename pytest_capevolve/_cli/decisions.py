@@ -167,11 +167,18 @@ def _session_summary(output: str, best: str, project: Path) -> str:
     return "".join(lines[start:]) + (left_out if start else "")
 
 
-def key_lines(answer: dict[str, Any]) -> list[str]:
-    """The ``--table`` form of a flat answer: one ``key: value`` line per key, 4 decimals."""
+def key_lines(answer: dict[str, Any], prefix: str = "") -> list[str]:
+    """The ``--table`` form of an answer: one ``key: value`` line per key, 4 decimals; a nested
+    answer's keys dotted (``best.tag: seed``), where a Python dict was printed whole."""
     from .._show.numbers import rounded
 
-    return [f"{key}: {value}" for key, value in sorted(rounded(answer, 4).items())]
+    lines = []
+    for key, value in sorted(rounded(answer, 4).items()):
+        if isinstance(value, dict) and value:
+            lines += key_lines(value, f"{prefix}{key}.")
+        else:
+            lines.append(f"{prefix}{key}: {value}")
+    return lines
 
 
 def spec_value(key: str) -> Any:

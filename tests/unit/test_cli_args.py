@@ -133,3 +133,10 @@ def test_the_top_level_help_names_what_the_command_does_in_a_users_words() -> No
     assert ":mod:" not in said and "``" not in said and "pays no rollouts" not in said
     described = build_parser().description or ""
     assert "docs/reference/exit-codes.md" in described and "baseline" in described
+
+
+def test_table_form_dots_a_nested_answer_rather_than_printing_a_dict() -> None:
+    from pytest_capevolve._cli.decisions import key_lines
+
+    answer = {"best": {"tag": "seed", "mean": 0.123456, "empty": {}}, "n": 3}
+    assert key_lines(answer) == ["best.empty: {}", "best.mean: 0.1235", "best.tag: seed", "n: 3"]
