@@ -91,13 +91,15 @@ class FrameReader:
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self._buffer = bytearray()
-        # poll, not select: select refuses a descriptor ≥ 1024, which a long-lived process holding
-        # many files (an in-process pytester suite, a session with many children) reaches
-        self._ready = select.poll()
-        self._ready.register(fd, select.POLLIN)
+        self._ready: select.poll | None = None  # made at the first wait with a deadline
 
     def _wait(self, deadline: float | None) -> None:
         if deadline is not None:
+            if self._ready is None:
+                # poll, not select: select refuses a descriptor ≥ 1024, which a long-lived process
+                # holding many files (an in-process pytester suite, many children) reaches
+                self._ready = select.poll()
+                self._ready.register(self.fd, select.POLLIN)
             wait = deadline - time.monotonic()
             if wait <= 0 or not self._ready.poll(wait * 1000):
                 raise TimeoutError
