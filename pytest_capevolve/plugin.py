@@ -8,7 +8,6 @@ is imported inside ``pytest_configure``, only when a ``--capevolve-*`` session i
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,8 @@ def _refuse_rollout_ids(config: pytest.Config) -> None:
     alone says only "not found")."""
     for arg in map(str, config.args):
         if (found := _ROLLOUT_ID.fullmatch(arg)) and not (found[1] or "").endswith(".py"):
+            import shlex  # here: a plain pytest session imports nothing more for this check
+
             from ._project.way_on import shown
 
             project = shlex.quote(shown(Path(found[1] or "capevolve.yaml").parent))
