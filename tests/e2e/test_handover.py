@@ -271,21 +271,20 @@ print(json.dumps({"cost_usd": 0.3, "tokens": 3000}))
 sys.exit(code)
 """
 
-WAITING = '''
+# the candidate's rollouts wait for the optimizer's daemon to have done its part (FLAG exists), so it
+# lands before the decision is booked, whatever the machine's load
+WAITING = """
 
 class WaitingAdapter(ToyCalcAdapter):
-    """The candidate's rollouts wait for the optimizer's daemon to have rewritten optimizer.json,
-    so the rewrite lands before the decision is booked, whatever the machine's load."""
-
     def run_target(self, task, ctx, *, seed):
         import time as _time
 
-        flag = Path(__file__).with_name("rewritten.flag")
+        flag = FLAG
         deadline = _time.monotonic() + 120
         while "cand_" in str(ctx) and not flag.exists() and _time.monotonic() < deadline:
             _time.sleep(0.005)
         return super().run_target(task, ctx, seed=seed)
-'''
+"""
 
 
 @pytest.mark.attack(
@@ -306,7 +305,11 @@ def test_the_optimizers_cost_is_booked_from_the_log_not_from_optimizer_json(
     Unconfined on purpose: a confined optimizer's daemon cannot write the run dir at all; booking
     from the log is what holds where the kernel offers no boundary."""
     project = example("toy_calc")
-    projects.add_adapter(project, WAITING, "adapter.py:WaitingAdapter")
+    projects.add_adapter(
+        project,
+        WAITING.replace("FLAG", 'Path(__file__).with_name("rewritten.flag")'),
+        "adapter.py:WaitingAdapter",
+    )
     (project / "rewriter.py").write_text(REWRITER)
     optimizer = f"{PY} rewriter.py {{workdir}} {{prompt}}"
     code, summary, err = hill_climb(capsys, project, "--optimizer", optimizer, "--max-iterations", "1")
@@ -354,21 +357,6 @@ while time.monotonic() < deadline:
 subprocess.Popen([sys.executable, "-c", daemon, str(work), str(out)], start_new_session=True)
 """
 
-AWAITING_DAEMON = '''
-
-class AwaitingDaemonAdapter(ToyCalcAdapter):
-    """The candidate's rollouts wait for the optimizer's daemon to have tried its write."""
-
-    def run_target(self, task, ctx, *, seed):
-        import time as _time
-
-        flag = Path(__OUT__) / "daemon.txt"
-        deadline = _time.monotonic() + 120
-        while "cand_" in str(ctx) and not flag.exists() and _time.monotonic() < deadline:
-            _time.sleep(0.005)
-        return super().run_target(task, ctx, seed=seed)
-'''
-
 
 @pytest.mark.attack(
     "kernel-boundary",
@@ -390,9 +378,8 @@ def test_a_daemon_left_by_the_optimizer_cannot_rewrite_the_proposal_before_its_g
 ) -> None:
     project, out = example("toy_calc"), tmp_path / "out"
     out.mkdir()
-    projects.add_adapter(
-        project, AWAITING_DAEMON.replace("__OUT__", repr(str(out))), "adapter.py:AwaitingDaemonAdapter"
-    )
+    flag = f"Path({str(out)!r}) / 'daemon.txt'"
+    projects.add_adapter(project, WAITING.replace("FLAG", flag), "adapter.py:WaitingAdapter")
     (project / "decoy.py").write_text(DECOY)
     optimizer = f"{PY} decoy.py {{workdir}} {{prompt}} {out}"
     code, summary, err = hill_climb(
