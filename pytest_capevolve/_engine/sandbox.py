@@ -183,25 +183,21 @@ class Fence:
     writable: tuple[Path, ...] = ()
 
     @classmethod
-    def of_project(
-        cls,
-        project_dir: Path,
-        *,
-        gold: tuple[Path, ...] = (),
-        writable: tuple[Path, ...] = (),
-        ledger: Path | None = None,
-    ) -> Fence:
-        """The project's ``.capevolve/`` (its runs and its memory), ``gold`` and a shared ledger
-        hidden; ``writable`` granted."""
-        hidden = [project_dir / RUN_DIR_NAME, *gold, *([ledger] if ledger is not None else [])]
-        return cls(tuple(dict.fromkeys(Path(os.path.abspath(p)) for p in hidden)), writable)
+    def of_project(cls, project_dir: Path, spec: Spec | None = None) -> Fence:
+        """The project's ``.capevolve/`` (its runs and its memory) hidden; with a spec, its gold
+        files and shared ledger hidden too and its ``sandbox_writable`` (relative: to the
+        project) granted."""
+        hidden, writable = [project_dir / RUN_DIR_NAME], list[Path]()
+        if spec is not None:
+            hidden += harness_files(project_dir, spec.harness_files, exclude=[spec.capability_path])
+            hidden += [spec.shared_ledger] if spec.shared_ledger is not None else []
+            writable = [project_dir / Path(p).expanduser() for p in spec.sandbox_writable]
+        absolute = (Path(os.path.abspath(p)) for p in hidden)
+        return cls(tuple(dict.fromkeys(absolute)), tuple(Path(os.path.abspath(p)) for p in writable))
 
     @classmethod
     def of_spec(cls, spec: Spec) -> Fence:
-        gold = harness_files(spec.project_dir, spec.harness_files, exclude=[spec.capability_path])
-        return cls.of_project(
-            spec.project_dir, gold=tuple(gold), writable=writable_paths(spec), ledger=spec.shared_ledger
-        )
+        return cls.of_project(spec.project_dir, spec)
 
     def explain(self, infra_error: str) -> str:
         """``infra_error`` with the way on added when it is a refusal of this boundary (a
@@ -247,10 +243,3 @@ class Fence:
                     )
         writable, readable = (scratch, *self.writable), (Path(os.path.abspath(candidate_dir)),)
         return Boundary(writable=writable, readable=readable, hidden=self.hidden, read_all=True)
-
-
-def writable_paths(spec: Spec) -> tuple[Path, ...]:
-    """The spec's ``sandbox_writable`` as absolute paths (relative ones: to the project)."""
-    return tuple(
-        Path(os.path.abspath(spec.project_dir / Path(p).expanduser())) for p in spec.sandbox_writable
-    )
