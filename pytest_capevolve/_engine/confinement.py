@@ -40,13 +40,9 @@ def note(label: str | None, count: int = 1) -> None:
         _seen[label or IN_PROCESS] += count
 
 
-def summary(labels: Iterable[str | None]) -> str:
+def _summary(counts: dict[str, int]) -> str:
     """One label for many rollouts: the confined one when all were, else the first unconfined
     one, with how many rollouts it covers when the others were confined."""
-    return _summary(Counter(label or IN_PROCESS for label in labels))
-
-
-def _summary(counts: dict[str, int]) -> str:
     if not counts:
         return f"no candidate code ran in this session; this machine: {expected().label}"
     loose = [label for label in counts if not label.startswith("confined")]

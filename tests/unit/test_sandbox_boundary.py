@@ -152,11 +152,17 @@ def test_without_landlock_the_same_child_runs_unconfined_and_its_rollouts_say_so
 def test_many_rollouts_are_confined_only_when_all_were() -> None:
     confined, loose = "confined (Landlock ABI 7)", "unconfined (no Landlock on Darwin)"
 
-    assert confinement.summary([confined, confined]) == confined
-    assert confinement.summary([confined, loose, confined]) == f"{loose} for 1 of 3 rollouts"
-    assert confinement.summary([loose]) == loose
-    assert confinement.summary([None]).startswith("unconfined (ran in the scoring process")
-    assert confinement.summary([]).startswith("no candidate code ran in this session; this machine: ")
+    def summary(labels: list[str | None]) -> str:  # a session that ran rollouts under ``labels``
+        confinement.begin()
+        for label in labels:
+            confinement.note(label)
+        return confinement.candidate_code()
+
+    assert summary([confined, confined]) == confined
+    assert summary([confined, loose, confined]) == f"{loose} for 1 of 3 rollouts"
+    assert summary([loose]) == loose
+    assert summary([None]).startswith("unconfined (ran in the scoring process")
+    assert summary([]).startswith("no candidate code ran in this session; this machine: ")
 
 
 def test_the_optimizers_label_is_what_capevolve_agent_exported_else_that_it_did_not_start_it(
