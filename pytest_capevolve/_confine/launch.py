@@ -39,14 +39,7 @@ def optimizer_label() -> str | None:
 
 def command(boundary: Boundary, argv: list[str]) -> list[str]:
     """The argv that starts ``argv`` inside ``boundary``."""
-    return [
-        sys.executable,
-        "-m",
-        "pytest_capevolve._confine.launch",
-        json.dumps(boundary.as_json()),
-        "--",
-        *argv,
-    ]
+    return [sys.executable, "-m", __name__, json.dumps(boundary.as_json()), "--", *argv]
 
 
 def main(args: list[str] | None = None) -> None:
