@@ -38,7 +38,6 @@ def optimizer_label() -> str | None:
 
 
 def command(boundary: Boundary, argv: list[str]) -> list[str]:
-    """The argv that starts ``argv`` inside ``boundary``."""
     return [sys.executable, "-m", __name__, json.dumps(boundary.as_json()), "--", *argv]
 
 

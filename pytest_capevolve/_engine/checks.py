@@ -71,7 +71,6 @@ class ProjectEnv:
 
 
 def run(case: Microcase, candidate: Path, env: ProjectEnv) -> Outcome:
-    """Run one microcase against one candidate folder."""
     return RUNNERS[case.kind](case, case.check, candidate.resolve(), env)
 
 

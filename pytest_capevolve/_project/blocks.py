@@ -20,7 +20,6 @@ def block_of(trial: int) -> int:
 
 
 def local_trial(trial: int) -> int:
-    """Trial ``k`` within its block."""
     return int(trial) % BLOCK_STRIDE
 
 

@@ -220,7 +220,6 @@ def compare_digests(mine: dict[str, str], theirs: dict[str, str]) -> list[str]:
 
 
 def changed_files(candidate: Path, parent: Path) -> list[str]:
-    """What ``candidate`` changed against ``parent``, file by file."""
     return compare_digests(file_digests(candidate), file_digests(parent))
 
 
