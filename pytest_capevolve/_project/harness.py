@@ -135,19 +135,20 @@ def harness_files(project_dir: Path, patterns: Iterable[str], *, exclude: Iterab
 def pytest_config(project_dir: Path) -> dict[str, str]:
     """The digest of the pytest section pytest would read (without ``capevolve_*`` keys), and
     that file's location relative to the project, so a config planted above it is seen."""
-    for folder in [project_dir.resolve(), *project_dir.resolve().parents]:
+    root = project_dir.resolve()
+    for folder in [root, *root.parents]:
         for name in CONFIG_NAMES:
             section = _pytest_section(folder / name)
             if section is None:
                 continue  # no pytest section: pytest looks further, and so do we
             # where it is counts, an empty section too: one above the project moves the rootdir
-            where = config_file_location(project_dir, folder / name)
+            where = {CONFIG_FILE_KEY: Path(os.path.relpath(folder / name, root)).as_posix()}
             kept = {k: v for k, v in section.items() if not str(k).startswith("capevolve_")}
             if not kept:
                 return where
             text = json.dumps(kept, sort_keys=True, default=repr, ensure_ascii=False)
             return {PYTEST_CONFIG_KEY: hashlib.sha256(text.encode("utf-8")).hexdigest(), **where}
-    return config_file_location(project_dir, None)
+    return {CONFIG_FILE_KEY: NO_CONFIG}  # no config file: pytest runs on its defaults
 
 
 def _pytest_section(path: Path) -> dict[str, Any] | None:
@@ -332,14 +333,6 @@ def conftest_digests(plugins: Iterable[object], project_dir: Path) -> dict[str, 
         relative = Path(os.path.relpath(path, project)).as_posix()
         found[f"{CONFTEST_PREFIX}{relative}"] = startup_hooks.file_sha(path)
     return found
-
-
-def config_file_location(project_dir: Path, found: Path | None) -> dict[str, str]:
-    """``{CONFIG_FILE_KEY: where}``: the path, relative to the project (``../pytest.ini``), of
-    the config file whose pytest section (empty or not) pytest reads; ``none`` without one."""
-    if found is None:
-        return {CONFIG_FILE_KEY: NO_CONFIG}
-    return {CONFIG_FILE_KEY: Path(os.path.relpath(found, project_dir.resolve())).as_posix()}
 
 
 def loads_comparable(locked: dict[str, str], now: dict[str, str]) -> dict[str, str]:
