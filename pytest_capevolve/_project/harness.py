@@ -36,9 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from .._confine.landlock import real_paths
-from . import startup_hooks
+from . import microcase, startup_hooks
 from .candidate import CandidateError, compare_digests, file_digests
-from .microcase import MICROCASES_DIR
 from .spec import Spec
 
 DEFAULT_WORD = "default"
@@ -105,9 +104,9 @@ def of_project(spec: Spec, tasks: Iterable[Any]) -> dict[str, str]:
     ``harness_files`` globs; the pytest config section, its location, conftests above the
     project (:func:`conftest_digests`) and pytest's variables; the interpreter's start-up hooks
     (:mod:`.startup_hooks`); and the task pool's digest under :data:`TASKS_KEY`."""
-    folder = spec.project_dir / MICROCASES_DIR
-    microcases = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
-    extra = [*microcases, *([spec.split_ids_file] if spec.split_ids_file else [])]
+    # the microcases a session loads, sub-folders included: one list for both, so none runs unlocked
+    extra = [*microcase.project_files(spec.project_dir)]
+    extra += [spec.split_ids_file] if spec.split_ids_file else []
     extra += harness_files(spec.project_dir, spec.harness_files, exclude=[spec.capability_path])
     digests = fingerprint(spec.project_dir, spec.adapter, exclude=[spec.capability_path], extra_files=extra)
     digests.update(pytest_config(spec.project_dir))

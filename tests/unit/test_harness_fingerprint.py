@@ -223,3 +223,23 @@ def test_a_conftest_registered_from_above_the_project_is_locked_and_loading_less
     (tmp_path / "conftest.py").write_text("# rewritten\n")
     now = harness.conftest_digests([above], root)
     assert harness.changes({**base, **held}, {**base, **now}) == ["<conftest> ../conftest.py (changed)"]
+
+
+@pytest.mark.attack(
+    "harness",
+    attack="a microcase in a sub-folder of `microcases/` (run by the session) edited after the baseline",
+    outcome="the harness lock holds every microcase the session loads, sub-folders included: a change",
+)
+def test_a_microcase_in_a_sub_folder_is_locked_as_the_session_loads_it(tmp_path):
+    from pytest_capevolve._project.spec import load_spec
+
+    root = _project(tmp_path)
+    (root / "microcases" / "sub").mkdir(parents=True)
+    nested = root / "microcases" / "sub" / "x.yaml"
+    nested.write_text("- id: m1\n")
+    (root / "capevolve.yaml").write_text("adapter: adapter.py:A\ncapability_path: capability\n")
+    spec = load_spec(root)
+    locked = harness.of_project(spec, [Task(id="a")])
+    assert "microcases/sub/x.yaml" in locked
+    nested.write_text("- id: m1  # loosened\n")
+    assert harness.of_project(spec, [Task(id="a")]) != locked
