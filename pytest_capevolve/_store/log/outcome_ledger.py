@@ -16,6 +16,7 @@ from ..._project.splits import TEST_SPLIT
 from ..files import RunDirError
 from .event_kinds import OUTCOMES_CHECKED, ROLLOUT, ROLLOUT_QUARANTINED, ROLLOUT_VANISHED
 from .events import EventLog
+from .paid_by import moved_files
 
 _DIGEST_BLOCK = 4096  # outcomes whose repr is hashed at a time
 Key = tuple[str, str, str, int]  # split, tag, task id, trial
@@ -50,11 +51,7 @@ def _rollout_view(event: dict[str, Any]) -> Any:
             return None
         logged = outcome(event.get("reward"), event.get("infra_error"), event.get("cost_usd"))
         return ("set", rollout_key(event), logged)
-    if kind == ROLLOUT_QUARANTINED:
-        return ("drop", [event.get("file")])
-    if kind == ROLLOUT_VANISHED:
-        return ("drop", list(event.get("files") or ()))
-    return None
+    return ("drop", moved_files(event)) if kind in (ROLLOUT_QUARANTINED, ROLLOUT_VANISHED) else None
 
 
 class _Changes:

@@ -16,9 +16,9 @@ from typing import Any
 from ..._project.splits import TEST_SPLIT
 from ..decisions.state_tally import BestRule
 from ..log.event_chain import verified_events
-from ..log.event_kinds import ROLLOUT, ROLLOUT_QUARANTINED, ROLLOUT_VANISHED
+from ..log.event_kinds import ROLLOUT, ROLLOUT_VANISHED
 from ..log.log_views import check_views
-from ..log.paid_by import Key, rollout_file
+from ..log.paid_by import Key, moved_files, rollout_file
 from ..rollouts.index_sync import RolloutScan, Scanned, data_of, error_of, scan_rollouts, vanished_notice
 from ..rundir import RunDir
 
@@ -125,10 +125,8 @@ def _last_rollouts(events: list[dict[str, Any]], rest: list[dict[str, Any]]) -> 
             last[(str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"]))] = event
             continue
         rest.append(event)
-        if kind in (ROLLOUT_QUARANTINED, ROLLOUT_VANISHED):
-            files = [event.get("file")] if kind == ROLLOUT_QUARANTINED else event.get("files") or []
-            for file in map(str, files):
-                quarantined[file] = int(event.get("seq", 0))
+        for file in moved_files(event):
+            quarantined[file] = int(event.get("seq", 0))
     return last, quarantined
 
 

@@ -20,6 +20,7 @@ from ..._project.splits import TEST_SPLIT
 from ..files import loads_utf8
 from ..log.event_kinds import ROLLOUT, ROLLOUT_QUARANTINED, ROLLOUT_VANISHED
 from ..log.events import EventLog
+from ..log.paid_by import moved_files
 from .index import CHECKED, IndexDamaged, RolloutIndex, Row, row_of
 from .index import FIELDS as FIELDS_INDEX
 from .record import RecordError, RolloutRecord
@@ -169,16 +170,12 @@ class IndexView:
                 return
             changes: dict[tuple[str, str], Row | None] = {}
             for event in events:
-                kind = event.get("kind")
-                if kind == ROLLOUT and event.get("split") != TEST_SPLIT:
+                if event.get("kind") == ROLLOUT and event.get("split") != TEST_SPLIT:
                     path = self.rollout_path(event["split"], event["task_id"], event["tag"], event["trial"])
                     row = self.index.pending.pop(int(event["seq"]), None) or _row_from_file(path)
                     changes[(str(event["split"]), path.name)] = row
-                elif kind == ROLLOUT_QUARANTINED:
-                    changes[_split_file(str(event.get("file", "")))] = None
-                elif kind == ROLLOUT_VANISHED:
-                    for file in event.get("files") or ():
-                        changes[_split_file(str(file))] = None
+                for file in moved_files(event):
+                    changes[_split_file(file)] = None
             self.index.store(
                 [row for row in changes.values() if row is not None],
                 [key for key, row in changes.items() if row is None],
@@ -212,8 +209,7 @@ class IndexView:
         again unsaid and ``verify`` would count them paid twice for good."""
 
         def view(event: dict[str, Any]) -> Any:
-            kind = event.get("kind")
-            if kind == ROLLOUT and event.get("split") != TEST_SPLIT:
+            if event.get("kind") == ROLLOUT and event.get("split") != TEST_SPLIT:
                 return (
                     int(event["seq"]),
                     event["split"],
@@ -221,11 +217,7 @@ class IndexView:
                     event["tag"],
                     int(event["trial"]),
                 )
-            if kind == ROLLOUT_QUARANTINED:
-                return (int(event["seq"]), [event.get("file")])
-            if kind == ROLLOUT_VANISHED:
-                return (int(event["seq"]), list(event.get("files") or ()))
-            return None
+            return (int(event["seq"]), files) if (files := moved_files(event)) else None
 
         log = self.log.events_after(0, 0, view)
         if log is None:  # a line that is not an event: verify names it; nothing to add here
@@ -239,7 +231,7 @@ class IndexView:
                 recorded[rel] = (seq, (split, tag, task_id, trial))
             else:
                 for file in held[1]:
-                    moved[str(file)] = held[0]
+                    moved[file] = held[0]
         gone = [
             rel
             for rel, (seq, key) in recorded.items()
