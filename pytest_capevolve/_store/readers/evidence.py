@@ -172,23 +172,6 @@ def val_paid_by_tag(rundir: RunDir, events: Iterable[Mapping[str, Any]]) -> dict
     return {tag: len(rundir.rollouts.indexed_rollouts("val", [tag])) for tag in tags}
 
 
-def logged_firsts(rundir: RunDir) -> tuple[dict[Key, float], dict[Key, int]]:
-    first: dict[Key, float] = {}
-    paid: dict[Key, int] = {}
-    events = rundir.log.of_kinds(*paid_by.KINDS)
-    # a rollout no session's claim paid, or a key paid twice, is refused before it is read
-    paid_by.refuse_untrusted(events, rundir.run_id)
-    for event in events:
-        if event.get("kind") != ROLLOUT:
-            continue
-        if event.get("split") == TEST_SPLIT or event.get("infra_error") or event.get("reward") is None:
-            continue
-        key = rollout_key(event)
-        first.setdefault(key, float(event["reward"]))
-        paid[key] = paid.get(key, 0) + 1
-    return first, paid
-
-
 def redrawn_after_errors(rundir: RunDir) -> set[Key]:
     """The keys whose first logged attempt was an infra error and were paid again."""
     errored: set[Key] = set()
@@ -220,7 +203,18 @@ def first_errors(rundir: RunDir, split: str) -> set[Key]:
 
 def first_outcomes(rundir: RunDir, by_tag: ByTag, threshold: float) -> tuple[ByTag, dict[str, int]]:
     """``by_tag`` with each valid reward the log's first for its key, and per tag how many were paid again."""
-    first, paid = logged_firsts(rundir)
+    first: dict[Key, float] = {}
+    paid: dict[Key, int] = {}
+    events = rundir.log.of_kinds(*paid_by.KINDS)
+    # a rollout no session's claim paid, or a key paid twice, is refused before it is read
+    paid_by.refuse_untrusted(events, rundir.run_id)
+    for event in events:
+        if event.get("kind") != ROLLOUT or event.get("split") == TEST_SPLIT:
+            continue
+        if not event.get("infra_error") and event.get("reward") is not None:
+            key = rollout_key(event)
+            first.setdefault(key, float(event["reward"]))
+            paid[key] = paid.get(key, 0) + 1
     held: ByTag = {}
     repaid: dict[str, int] = {}
     for tag, arm in by_tag.items():

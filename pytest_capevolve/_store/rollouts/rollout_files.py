@@ -23,7 +23,7 @@ from ..log.events import EventLog
 from ..log.outcome_ledger import Key, Outcome, OutcomeLedger, outcome
 from ..sessions.claims import Claims
 from .index import FIELDS as FIELDS_INDEX
-from .index import Columns, IndexDamaged, RolloutIndex, Row, outcome_row, record_of, row_of
+from .index import Columns, IndexDamaged, RolloutIndex, Row, record_of, row_of
 from .index_sync import IndexView, vanished_notice
 from .record import RolloutRecord
 from .rollout_readback import LoggedDigests, RolloutReadBack
@@ -163,7 +163,7 @@ class RolloutFiles(RolloutReadBack):
             self.notices.append(f"{self.index.path}: unusable ({exc}); read the rollout files instead")
             self.index.close()
             records = [r for r in self._read_rollouts(split) if wanted is None or r.tag in wanted]
-            return [outcome_row(r) for r in records], lambda: list(records), None
+            return [row_of(r) for r in records], lambda: list(records), None
 
     def _checked_rows(
         self, split: str, wanted: set[str] | None, truth: dict[Key, Outcome] | None = None
