@@ -147,7 +147,7 @@ class OutcomeLedger:
         self._unchecked = self._unchecked or apply.changed
         self._position = (offset, seq)
 
-    def checkpoint(self, also: Callable[[int, int], dict[str, Any]] | None = None) -> bool:
+    def checkpoint(self, also: Callable[[int, int], dict[str, Any]]) -> bool:
         """As a session leaves: log the outcomes' digest if rollouts were logged since; whether it did."""
         if self._truth is None:
             return False
@@ -161,7 +161,7 @@ class OutcomeLedger:
             upto=upto,
             rollouts=len(self._truth),
             digest=digest_of(sorted(self._truth.items())),
-            **(also(offset, upto) if also is not None else {}),
+            **also(offset, upto),
         )
         self._unchecked = False
         return True

@@ -237,20 +237,24 @@ class IndexView:
             for rel, (seq, key) in recorded.items()
             if key not in found and moved.get(rel, -1) < seq and not (self.root / rel).exists()
         ]
-        if gone:
-            self.log.append_event(ROLLOUT_VANISHED, files=sorted(gone))
-            self.notices.append(vanished_notice(sorted(gone)))
+        log_vanished(self.log, self.notices, sorted(gone))
 
 
-def vanished_notice(files: list[str]) -> str:
-    """One line for recorded rollout files that are gone: a few named, the rest counted."""
+def log_vanished(log: EventLog, notices: list[str], files: list[str]) -> None:
+    """Under the lock: recorded rollout files found gone, logged as ``rollout_vanished``, and one
+    notice for them (a few named, the rest counted)."""
+    if not files:
+        return
+    log.append_event(ROLLOUT_VANISHED, files=files)
     shown = ", ".join(files[:VANISHED_SHOWN])
     more = f" and {len(files) - VANISHED_SHOWN} more" if len(files) > VANISHED_SHOWN else ""
     if len(files) == 1:
         what = f"{shown}: recorded, but the file is gone"
     else:
         what = f"{len(files)} recorded rollout files are gone ({shown}{more})"
-    return f"{what} (deleted by hand?); logged as rollout_vanished: treated as missing, so paid again"
+    notices.append(
+        f"{what} (deleted by hand?); logged as rollout_vanished: treated as missing, so paid again"
+    )
 
 
 def _row_from_file(path: Path) -> Row | None:
