@@ -112,16 +112,15 @@ class Outcomes:
 
     @classmethod
     def of_arms(cls, by_tag: ByTag) -> Outcomes:
-        cells = [(tag, task_id, k, r) for tag, arm in by_tag.items() for (task_id, k), r in arm.items()]
-        records = [r for *_, r in cells]
-        return cls(
-            [c[0] for c in cells],
-            [c[1] for c in cells],
-            [c[2] for c in cells],
-            [r.reward for r in records],
-            [r.passed for r in records],
-            [r.infra_error for r in records],
-            [r.cost_usd for r in records],
+        rows = [
+            (tag, task_id, k, r.reward, r.passed, r.infra_error, r.cost_usd)
+            for tag, arm in by_tag.items()
+            for (task_id, k), r in arm.items()
+        ]
+        return (
+            cls(*(list(column) for column in zip(*rows, strict=True)))
+            if rows
+            else cls(*([] for _ in range(7)))
         )
 
     @cached_property
