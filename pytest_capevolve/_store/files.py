@@ -175,18 +175,6 @@ def collection_paused() -> Iterator[None]:
             gc.enable()
 
 
-@contextlib.contextmanager
-def exclusive(lock_file: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``lock_file`` for the block; the kernel drops it if the holder dies."""
-    lock_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_file, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 READ_ONLY_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS)  # what a write to a read-only run dir raises
 _LOCK_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | _NO_INHERIT
 
