@@ -83,15 +83,16 @@ def _rollouts(
     rundir: RunDir,
     events: list[dict[str, Any]],
     scanned: dict[str, list[Scanned]],
-    others: list[dict[str, Any]],
+    others: list[dict[str, Any]] | None = None,
     *,
-    repair: bool,
+    repair: bool = False,
     digests: dict[str, list[str | None]],
 ) -> list[str]:
     """The rollout files against the log's rollout events, each file's sha256 held to its event's."""
-    held = len(others)
-    last, quarantined = _last_rollouts(events, others)
-    rollout_events = len(events) - (len(others) - held)
+    rest = [] if others is None else others
+    held = len(rest)
+    last, quarantined = _last_rollouts(events, rest)
+    rollout_events = len(events) - (len(rest) - held)
     problems = _paid_twice(events, rollout_events, last, quarantined)
     remaining = dict(last)  # the logged keys no file has been found for yet
     tampered: list[tuple[str, str | None]] = []  # (file relative to the run dir, its sha256 as read)
