@@ -48,7 +48,7 @@ def refresh(spec: Spec, rundir: RunDir, known: dict[str, Any]) -> str | None:
     except Exception as exc:  # a view too
         problems.append(f"could not write dashboard.html: {exc!r}")
     if not problems and inputs is not None:
-        size, _, seq = rundir.log._read_event_tail()
+        size, _, seq = rundir.log.tail()
         rundir.pages_stamp.write({"events": [size, seq], **_inputs(spec, rundir)})
     return "; ".join(problems) or None
 

@@ -126,13 +126,13 @@ def read_json(path: Path) -> Any:
 # One JSON value from a file's text or a log line as ``json.loads`` reads it, but cheaper per call:
 # the C scanner is called directly where the text is one value from its first character; anything
 # else goes to ``json.loads``, so the value or error is word for word the same.
-_SCAN_ONCE = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # json.loads's parser (C)
+SCAN_ONCE = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # json.loads's parser (C)
 _WHITESPACE = " \t\n\r"  # JSON's, not str.isspace's
 
 
 def loads_text(text: str) -> Any:
     try:
-        value, end = _SCAN_ONCE(text, 0)
+        value, end = SCAN_ONCE(text, 0)
     except (StopIteration, ValueError):  # leading whitespace, or not JSON: json.loads says
         return json.loads(text)
     if end != len(text) and text[end:].strip(_WHITESPACE):
@@ -175,20 +175,33 @@ def collection_paused() -> Iterator[None]:
             gc.enable()
 
 
-@contextlib.contextmanager
-def exclusive(lock_file: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``lock_file`` for the block; the kernel drops it if the holder dies."""
-    lock_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_file, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 READ_ONLY_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS)  # what a write to a read-only run dir raises
 _LOCK_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | _NO_INHERIT
+
+
+class KeptFd:
+    """A descriptor kept open by the process that opened it (a forked child's copy is its parent's:
+    never closed by the child), with the file it was opened on."""
+
+    __slots__ = ("fd", "file", "pid")
+
+    def __init__(self, fd: int) -> None:
+        stat = os.fstat(fd)
+        self.fd, self.file, self.pid = fd, (stat.st_dev, stat.st_ino), os.getpid()
+
+    def names(self, stat: os.stat_result | None) -> bool:
+        """Whether the path's ``stat`` is still this descriptor's file, in the process that opened it."""
+        return stat is not None and (stat.st_dev, stat.st_ino) == self.file and self.pid == os.getpid()
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0 and self.pid == os.getpid():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # at interpreter exit the os module may be gone
+            self.close()
 
 
 class RunLock:
@@ -199,8 +212,7 @@ class RunLock:
         self.root = root
         self.path = f"{root}{os.sep}.lock"
         self._depth = 0
-        self._fd = -1
-        self._file: tuple[int, int, int] | None = None  # (st_dev, st_ino, pid) of _fd
+        self._kept: KeptFd | None = None
 
     def __call__(self) -> RunLock:
         return self
@@ -210,24 +222,23 @@ class RunLock:
             self._depth += 1
             return
         while True:
-            fd = self._descriptor()
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            stat = stat_or_none(self.path)
-            if stat is not None and self._file is not None and (stat.st_dev, stat.st_ino) == self._file[:2]:
+            kept = self._descriptor()
+            fcntl.flock(kept.fd, fcntl.LOCK_EX)
+            if kept.names(stat_or_none(self.path)):
                 self._depth = 1
                 return
-            fcntl.flock(fd, fcntl.LOCK_UN)  # the path names another file now: lock that one
+            fcntl.flock(kept.fd, fcntl.LOCK_UN)  # the path names another file now: lock that one
             self.close()
 
     def __exit__(self, *exc_info: object) -> None:
         self._depth -= 1
-        if self._depth == 0:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        if self._depth == 0 and self._kept is not None:
+            fcntl.flock(self._kept.fd, fcntl.LOCK_UN)
 
-    def _descriptor(self) -> int:
-        if self._fd >= 0 and self._file is not None and self._file[2] == os.getpid():
-            return self._fd
-        self._fd = -1  # a forked child's copy is its parent's: left alone
+    def _descriptor(self) -> KeptFd:
+        if self._kept is not None and self._kept.pid == os.getpid():
+            return self._kept
+        self._kept = None  # a forked child's copy is its parent's: left alone
         try:
             fd = os.open(self.path, _LOCK_FLAGS, FILE_MODE)
         except FileNotFoundError:
@@ -239,20 +250,11 @@ class RunLock:
             # a read-only run dir (a CI artifact, chmod -R a-w): a read-only descriptor locks as
             # well, so readers that take the lock (verify, measure) still read a consistent run;
             # a writer's own write then says why it cannot
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        stat = os.fstat(fd)
-        self._fd, self._file = fd, (stat.st_dev, stat.st_ino, os.getpid())
-        return fd
+            fd = os.open(self.path, os.O_RDONLY | _NO_INHERIT)
+        self._kept = KeptFd(fd)
+        return self._kept
 
     def close(self) -> None:
-        if self._depth:
-            return
-        fd, self._fd = self._fd, -1
-        if fd >= 0 and self._file is not None and self._file[2] == os.getpid():
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self._file = None
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):  # at interpreter exit the os module may be gone
-            self.close()
+        if not self._depth and self._kept is not None:
+            self._kept.close()
+            self._kept = None

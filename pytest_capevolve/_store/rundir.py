@@ -6,6 +6,7 @@ a crash leaves each file old or new — never half-written."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import re
@@ -28,7 +29,6 @@ from .files import (
     atomic_write_json,
     atomic_write_parts,
     atomic_write_text,
-    exclusive,
     read_run_json,
 )
 from .log.event_kinds import DECISION, RUN_CREATED, SPEC_CHANGED, SPLITS_FROZEN
@@ -98,9 +98,16 @@ class RunDir:
     @staticmethod
     @contextlib.contextmanager
     def project_lock(project_dir: Path) -> Iterator[None]:
-        """Held while a session picks its run and plans: two sessions on a fresh project get one run."""
-        with exclusive(project_dir / RUNS_DIR.parent / "runs.lock"):
-            yield
+        """Held while a session picks its run and plans: two sessions on a fresh project get one run
+        (an ``flock`` on ``runs.lock``: the kernel drops it if the holder dies)."""
+        lock_file = project_dir / RUNS_DIR.parent / "runs.lock"
+        lock_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(lock_file, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def discard_if_created(self) -> None:
         """Remove the folder this process created for a session refused while planning."""

@@ -37,7 +37,6 @@ class Snapshots:
         self.root = root
         self.run_id = run_id
         self.log = log
-        self.events_path = log.events_path
         self.project_dir = project_dir
 
     def candidate_dir(self, tag: str) -> Path:

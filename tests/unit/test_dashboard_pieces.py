@@ -185,7 +185,7 @@ def test_the_index_steps_past_a_tail_without_rollouts(run: RunDir) -> None:
     run.log.append_event("session_started", split="val")
     run.log.append_event("best_changed", best_id="seed", previous="seed")
     run.flush()
-    size, _, seq = run.log._read_event_tail()
+    size, _, seq = run.log.tail()
     assert run.index.position() == (size, seq)
 
 

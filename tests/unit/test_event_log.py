@@ -150,16 +150,16 @@ def test_the_run_lock_keeps_its_descriptor_and_locks_the_file_its_path_names(tmp
             assert locked_elsewhere(root / ".lock")
         assert locked_elsewhere(root / ".lock")
     assert not locked_elsewhere(root / ".lock")
-    kept = lock._fd
+    kept = lock._kept
     with lock():
-        assert lock._fd == kept  # not opened again
+        assert lock._kept is kept  # not opened again
     shutil.rmtree(root)  # the run dir removed and made again: a new .lock
     root.mkdir()
     (root / ".lock").touch()
     with lock():
         assert locked_elsewhere(root / ".lock")  # the new file, not the removed one
     lock.close()
-    assert lock._fd == -1 and not locked_elsewhere(root / ".lock")
+    assert lock._kept is None and not locked_elsewhere(root / ".lock")
 
 
 def test_every_line_is_the_key_sorted_json_of_its_event(run: RunDir) -> None:

@@ -73,14 +73,7 @@ class RunState:
         with self.lock():
             if self.state_path.is_file() and problem == "missing":  # another process rebuilt it
                 return self._with_recent_spend(dict(read_json(self.state_path)))
-            if self.state_path.exists():
-                aside = self.state_path.with_name(f"state.json.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
-                os.replace(self.state_path, aside)
-            state = self.replay_state()
-            self._write_state(state)
-            self.log.append_event(
-                STATE_REBUILT, problem=problem, spent=state["spent"], best_id=state["best_id"]
-            )
+            state = self._replayed(problem, with_spent=True)
         self.notices.append(f"{self.state_path} was {problem}: rebuilt from {self.events_path.name}")
         return state
 
@@ -230,16 +223,21 @@ class RunState:
         return [f"{name}: {problem}" for problem in _disagreements(state, expected, stall=stall)]
 
     def rebuild(self, problems: Sequence[str]) -> str:
+        self._replayed("; ".join(problems), with_spent=False)
+        return f"{self.name}: rebuilt from the events ({len(problems)} disagreement(s))"
+
+    def _replayed(self, problem: str, *, with_spent: bool) -> dict[str, Any]:
         """Under the lock: the old file moved aside, ``state.json`` replayed from the log, and logged."""
-        expected = self.replay_state()
+        state = self.replay_state()
         if self.state_path.exists():
             os.replace(
                 self.state_path,
                 self.state_path.with_name(f"{self.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}"),
             )
-        self._write_state(expected)
-        self.log.append_event(STATE_REBUILT, problem="; ".join(problems), best_id=expected["best_id"])
-        return f"{self.name}: rebuilt from the events ({len(problems)} disagreement(s))"
+        self._write_state(state)
+        spent = {"spent": state["spent"]} if with_spent else {}
+        self.log.append_event(STATE_REBUILT, problem=problem, best_id=state["best_id"], **spent)
+        return state
 
     def _write_state(self, state: dict[str, Any]) -> None:
         size, _, seq = self.log.tail()

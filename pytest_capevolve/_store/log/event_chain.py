@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..files import SCAN_ONCE
+
 if TYPE_CHECKING:
     from .events import EventLog
 
@@ -83,10 +85,6 @@ def walk_chain(raw: bytes) -> tuple[int, str | None, list[dict[str, Any]]]:
     return len(lines), None, parsed
 
 
-# what json.loads parses a value with (the C scanner), called at a position of the text
-_SCAN_ONCE = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
-
-
 def _intact_chain(raw: bytes) -> list[dict[str, Any]] | None:
     """The events of an intact chain, else None (any doubt: the caller walks the lines to say what
     is wrong); the same verdict two to three times faster."""
@@ -102,7 +100,7 @@ def _intact_chain(raw: bytes) -> list[dict[str, Any]] | None:
     sha256 = hashlib.sha256
     hashes = [sha256(line).hexdigest() for line in lines]
     parsed: list[dict[str, Any]] = []
-    append, scan = parsed.append, _SCAN_ONCE
+    append, scan = parsed.append, SCAN_ONCE
     prev_hash, prev_seq, pos, end_of_text = GENESIS, 0, 0, len(text)
     try:
         for line_hash in hashes:

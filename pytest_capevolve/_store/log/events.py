@@ -15,9 +15,9 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, BinaryIO, overload
 
-from ..files import FILE_MODE, RunDirError, atomic_write_text, loads_bytes, stat_or_none
+from ..files import FILE_MODE, KeptFd, RunDirError, atomic_write_text, loads_bytes, stat_or_none
 from .event_chain import GENESIS, event_line_hash, line_seq, prev_of, verify_events
 from .event_kinds import EVENTS_REPAIRED, ROLLOUT, E, Kind, check
 
@@ -33,28 +33,6 @@ APPENDED_DROPPED = 256
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _SCAN_BLOCK = 1 << 20  # bytes of the log :meth:`EventLog.of_kinds` holds at a time
 _NOT_A_ROLLOUT = re.compile(rb'"kind": "(?!rollout")')  # every line's kind but the 60,000 rollouts'
-
-
-class _Appender:
-    """The log's O_APPEND descriptor, kept open by its process while the path names its file."""
-
-    __slots__ = ("fd", "file", "pid")
-
-    def __init__(self, path: Path) -> None:
-        self.fd = os.open(path, _APPEND_FLAGS, FILE_MODE)
-        stat = os.fstat(self.fd)
-        self.file = (stat.st_dev, stat.st_ino)
-        self.pid = os.getpid()
-
-    def close(self) -> None:
-        fd, self.fd = self.fd, -1
-        if fd >= 0 and self.pid == os.getpid():
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):  # at interpreter exit the os module may be gone
-            self.close()
 
 
 @dataclass
@@ -112,6 +90,17 @@ def _state(stat: os.stat_result) -> tuple[int, int, int, int]:
     return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
+def _read_before(handle: BinaryIO, offset: int) -> bytes:
+    """The last 64 KiB before ``offset``, or all of it when they hold no whole line; then at ``offset``."""
+    start = max(0, offset - 65536)
+    handle.seek(start)
+    before = handle.read(offset - start)
+    if start and before.count(b"\n") < 2:  # a line longer than the window: read it all
+        handle.seek(0)
+        before = handle.read(offset)
+    return before
+
+
 class EventLog:
     """The run's log (``run.log``); controller only, appends under the run's ``lock``."""
 
@@ -119,18 +108,18 @@ class EventLog:
         self.events_path = events_path
         self.lock = lock
         self._event_tail: tuple[int, str, int] | None = None  # (file size, last hash, last seq)
-        self._appender: _Appender | None = None
+        self._appender: KeptFd | None = None  # the log's O_APPEND descriptor
         self._appended: _Appended | None = None
         # kinds asked with ``rollout`` -> (size, mtime) and the events found (every other kind: _KEPT)
         self._kinds_cache: dict[tuple[str, ...], tuple[tuple[int, int], list[_Hit]]] = {}
 
     def tail(self) -> tuple[int, str, int]:
         """(size, hash of the last line, its seq): where a view of the log is current to."""
-        return self._read_event_tail()
+        return self._event_tail_at(stat_or_none(self.events_path))
 
     def last_seq(self) -> int:
         """The seq of the last event (right after an append: without a stat of the file)."""
-        return self._event_tail[2] if self._event_tail is not None else self._read_event_tail()[2]
+        return self._event_tail[2] if self._event_tail is not None else self.tail()[2]
 
     def append_event(self, kind: Kind[Any], **fields: Any) -> None:
         """Append one chained line; a kind or field :mod:`.event_kinds` does not declare is refused first."""
@@ -172,13 +161,11 @@ class EventLog:
     def _append_fd(self, stat: os.stat_result | None) -> int:
         """The kept append descriptor, reopened if the path now names another file (a repair) or
         this is a forked child."""
-        appender = self._appender
-        if appender is not None:
-            same_file = stat is not None and (stat.st_dev, stat.st_ino) == appender.file
-            if same_file and appender.pid == os.getpid():
-                return appender.fd
-            appender.close()
-        self._appender = _Appender(self.events_path)
+        if self._appender is not None:
+            if self._appender.names(stat):
+                return self._appender.fd
+            self._appender.close()
+        self._appender = KeptFd(os.open(self.events_path, _APPEND_FLAGS, FILE_MODE))
         return self._appender.fd
 
     def close_log(self) -> None:
@@ -191,9 +178,6 @@ class EventLog:
         if close_lock is not None:
             close_lock()
 
-    def _read_event_tail(self) -> tuple[int, str, int]:
-        return self._event_tail_at(stat_or_none(self.events_path))
-
     def _event_tail_at(self, stat: os.stat_result | None) -> tuple[int, str, int]:
         if stat is None:
             return (0, GENESIS, 0)
@@ -201,11 +185,7 @@ class EventLog:
         if self._event_tail is not None and self._event_tail[0] == size:
             return self._event_tail
         with open(self.events_path, "rb") as handle:
-            handle.seek(max(0, size - 65536))
-            tail = handle.read()
-            if size > 65536 and tail.count(b"\n") < 2:
-                handle.seek(0)
-                tail = handle.read()
+            tail = _read_before(handle, size)
         lines = [ln for ln in tail.decode("utf-8", "replace").split("\n") if ln.strip()]
         if not lines:
             return (size, GENESIS, 0)
@@ -312,12 +292,7 @@ class EventLog:
             return False
         try:
             with open(self.events_path, "rb") as handle:
-                start = max(0, offset - 65536)
-                handle.seek(start)
-                before = handle.read(offset - start)
-                if start and before.count(b"\n") < 2:  # a line longer than the window: read it all
-                    handle.seek(0)
-                    before, start = handle.read(offset), 0
+                before = _read_before(handle, offset)
                 line = handle.readline()
                 following = handle.readline()
         except OSError:

@@ -16,6 +16,7 @@ from ..._project.splits import TEST_SPLIT
 from ..files import RunDirError
 from .event_kinds import OUTCOMES_CHECKED, ROLLOUT, ROLLOUT_QUARANTINED, ROLLOUT_VANISHED
 from .events import EventLog
+from .paid_by import moved_files
 
 _DIGEST_BLOCK = 4096  # outcomes whose repr is hashed at a time
 Key = tuple[str, str, str, int]  # split, tag, task id, trial
@@ -50,11 +51,7 @@ def _rollout_view(event: dict[str, Any]) -> Any:
             return None
         logged = outcome(event.get("reward"), event.get("infra_error"), event.get("cost_usd"))
         return ("set", rollout_key(event), logged)
-    if kind == ROLLOUT_QUARANTINED:
-        return ("drop", [event.get("file")])
-    if kind == ROLLOUT_VANISHED:
-        return ("drop", list(event.get("files") or ()))
-    return None
+    return ("drop", moved_files(event)) if kind in (ROLLOUT_QUARANTINED, ROLLOUT_VANISHED) else None
 
 
 class _Changes:
@@ -150,7 +147,7 @@ class OutcomeLedger:
         self._unchecked = self._unchecked or apply.changed
         self._position = (offset, seq)
 
-    def checkpoint(self, also: Callable[[int, int], dict[str, Any]] | None = None) -> bool:
+    def checkpoint(self, also: Callable[[int, int], dict[str, Any]]) -> bool:
         """As a session leaves: log the outcomes' digest if rollouts were logged since; whether it did."""
         if self._truth is None:
             return False
@@ -164,7 +161,7 @@ class OutcomeLedger:
             upto=upto,
             rollouts=len(self._truth),
             digest=digest_of(sorted(self._truth.items())),
-            **(also(offset, upto) if also is not None else {}),
+            **also(offset, upto),
         )
         self._unchecked = False
         return True

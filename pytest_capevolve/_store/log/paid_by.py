@@ -34,6 +34,13 @@ def rollout_file(key: Key) -> str:
     return f"rollouts/{split}/{_escaped(task_id)}__{_checked_tag(tag)}__t{int(trial)}.json"
 
 
+def moved_files(event: dict[str, Any]) -> list[str]:
+    """The files a ``rollout_quarantined`` or ``rollout_vanished`` event moved or found gone."""
+    if event.get("kind") == ROLLOUT_QUARANTINED:
+        return [str(event.get("file"))]
+    return [str(file) for file in event.get("files") or ()] if event.get("kind") == ROLLOUT_VANISHED else []
+
+
 _escaped = functools.lru_cache(maxsize=1 << 16)(escape_id)  # a verify names every rollout's file
 _checked_tag = functools.lru_cache(maxsize=1 << 12)(check_tag)
 
@@ -75,9 +82,8 @@ def untrusted(events: Iterable[dict[str, Any]]) -> list[str]:
                 split, _, rest = str(group).partition("/")
                 tag, _, trial = rest.rpartition("/")
                 held.setdefault((split, tag, int(trial)), set()).update(map(str, ids or []))
-        elif kind in (ROLLOUT_QUARANTINED, ROLLOUT_VANISHED):
-            files = [event.get("file")] if kind == ROLLOUT_QUARANTINED else event.get("files") or []
-            for file in map(str, files):
+        else:  # (not called per rollout: 60,000 of them in a verify)
+            for file in moved_files(event):
                 moved[file] = int(event.get("seq", 0))
     for key, seqs in doubled.items():
         problems.append(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +58,7 @@ def scored_tests(project_dir: Path, pool_keys: Any = (), ledger: Path | None = N
         earlier = found.get((entry.project, entry.run_id))
         ids = entry.test_ids | (earlier.test_ids if earlier else frozenset())
         keys = entry.test_keys | (earlier.test_keys if earlier else frozenset())
-        found[entry.project, entry.run_id] = ScoredTests(
-            entry.run_id, ids, entry.source, entry.unknown, keys, entry.project
-        )
+        found[entry.project, entry.run_id] = replace(entry, test_ids=ids, test_keys=keys)
     return sorted(found.values(), key=lambda s: s.run_id)
 
 

@@ -83,9 +83,7 @@ class Tasks:
         return sorted(t for t in self.ids if t in other.ids or (keys or {}).get(t) in other.keys)
 
     def same_as(self, other: Tasks, keys: Mapping[str, str] | None = None) -> bool:
-        if len(self.shared(other, keys)) != len(self.ids):
-            return False
-        return len(other) <= len(self.ids)
+        return len(self.shared(other, keys)) == len(self.ids) and len(other) <= len(self.ids)
 
     def row(self, prefix: str) -> dict[str, list[str]]:
         return {f"{prefix}_ids": sorted(self.ids), f"{prefix}_keys": sorted(self.keys)}

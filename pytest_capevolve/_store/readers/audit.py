@@ -9,17 +9,16 @@ from __future__ import annotations
 import hashlib
 import os
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ..._project.splits import TEST_SPLIT
 from ..decisions.state_tally import BestRule
 from ..log.event_chain import verified_events
-from ..log.event_kinds import ROLLOUT, ROLLOUT_QUARANTINED, ROLLOUT_VANISHED
+from ..log.event_kinds import ROLLOUT
 from ..log.log_views import check_views
-from ..log.paid_by import Key, rollout_file
-from ..rollouts.index_sync import RolloutScan, Scanned, data_of, error_of, scan_rollouts, vanished_notice
+from ..log.paid_by import Key, moved_files, rollout_file
+from ..rollouts.index_sync import RolloutScan, Scanned, data_of, error_of, log_vanished, scan_rollouts
 from ..rundir import RunDir
 
 Logged = dict[Key, dict[str, Any]]  # each key's last rollout event
@@ -87,7 +86,7 @@ def _rollouts(
     others: list[dict[str, Any]] | None = None,
     *,
     repair: bool = False,
-    digests: dict[str, list[str | None]] | None = None,
+    digests: dict[str, list[str | None]],
 ) -> list[str]:
     """The rollout files against the log's rollout events, each file's sha256 held to its event's."""
     rest = [] if others is None else others
@@ -98,7 +97,7 @@ def _rollouts(
     remaining = dict(last)  # the logged keys no file has been found for yet
     tampered: list[tuple[str, str | None]] = []  # (file relative to the run dir, its sha256 as read)
     for split, files in scanned.items():
-        hashed = (digests or {}).get(split) or [None] * len(files)
+        hashed = digests.get(split) or [None] * len(files)
         for seen_file, digest in zip(files, hashed, strict=True):
             rel = f"rollouts/{split}/{seen_file[0]}"
             said = _file_against_log(split, seen_file, digest, remaining, last)
@@ -120,15 +119,12 @@ def _last_rollouts(events: list[dict[str, Any]], rest: list[dict[str, Any]]) -> 
     last: Logged = {}
     quarantined: dict[str, int] = {}  # file (relative) -> seq of its last quarantine or vanish
     for event in events:
-        kind = event.get("kind")
-        if kind == ROLLOUT:
-            last[(str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"]))] = event
+        if event.get("kind") == ROLLOUT:
+            last[_key(event)] = event
             continue
         rest.append(event)
-        if kind in (ROLLOUT_QUARANTINED, ROLLOUT_VANISHED):
-            files = [event.get("file")] if kind == ROLLOUT_QUARANTINED else event.get("files") or []
-            for file in map(str, files):
-                quarantined[file] = int(event.get("seq", 0))
+        for file in moved_files(event):
+            quarantined[file] = int(event.get("seq", 0))
     return last, quarantined
 
 
@@ -140,9 +136,10 @@ def _paid_twice(
         return []
     keys = [
         key
-        for key, event in _keyed_rollouts(events)
-        if event.get("infra_error") is None
-        and (not quarantined or int(event.get("seq", 0)) > quarantined.get(rollout_file(key), -1))
+        for event in events
+        if event.get("kind") == ROLLOUT and event.get("infra_error") is None
+        for key in [_key(event)]
+        if not quarantined or int(event.get("seq", 0)) > quarantined.get(rollout_file(key), -1)
     ]
     if len(set(keys)) == len(keys):
         return []
@@ -214,10 +211,7 @@ def _log_gone(rundir: RunDir, missing: dict[str, str]) -> None:
     """``--repair``: files still gone are logged as ``rollout_vanished`` and taken off ``missing``."""
     with rundir.lock():
         gone = [rel for rel in missing if not (rundir.root / rel).exists()]
-        if gone:
-            rundir.log.append_event(ROLLOUT_VANISHED, files=gone)
-    if gone:
-        rundir.notices.append(vanished_notice(gone))
+        log_vanished(rundir.log, rundir.notices, gone)
     for rel in gone:
         del missing[rel]
 
@@ -246,7 +240,5 @@ def _quarantine_tampered(
     return [line for line in problems if not any(line.startswith(f"{rel}: ") for rel in moved)]
 
 
-def _keyed_rollouts(events: list[dict[str, Any]]) -> Iterator[tuple[Key, dict[str, Any]]]:
-    for event in events:
-        if event.get("kind") == ROLLOUT:
-            yield (str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"])), event
+def _key(event: dict[str, Any]) -> Key:
+    return (str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"]))

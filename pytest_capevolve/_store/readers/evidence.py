@@ -112,16 +112,15 @@ class Outcomes:
 
     @classmethod
     def of_arms(cls, by_tag: ByTag) -> Outcomes:
-        cells = [(tag, task_id, k, r) for tag, arm in by_tag.items() for (task_id, k), r in arm.items()]
-        records = [r for *_, r in cells]
-        return cls(
-            [c[0] for c in cells],
-            [c[1] for c in cells],
-            [c[2] for c in cells],
-            [r.reward for r in records],
-            [r.passed for r in records],
-            [r.infra_error for r in records],
-            [r.cost_usd for r in records],
+        rows = [
+            (tag, task_id, k, r.reward, r.passed, r.infra_error, r.cost_usd)
+            for tag, arm in by_tag.items()
+            for (task_id, k), r in arm.items()
+        ]
+        return (
+            cls(*(list(column) for column in zip(*rows, strict=True)))
+            if rows
+            else cls(*([] for _ in range(7)))
         )
 
     @cached_property
@@ -172,23 +171,6 @@ def val_paid_by_tag(rundir: RunDir, events: Iterable[Mapping[str, Any]]) -> dict
     return {tag: len(rundir.rollouts.indexed_rollouts("val", [tag])) for tag in tags}
 
 
-def logged_firsts(rundir: RunDir) -> tuple[dict[Key, float], dict[Key, int]]:
-    first: dict[Key, float] = {}
-    paid: dict[Key, int] = {}
-    events = rundir.log.of_kinds(*paid_by.KINDS)
-    # a rollout no session's claim paid, or a key paid twice, is refused before it is read
-    paid_by.refuse_untrusted(events, rundir.run_id)
-    for event in events:
-        if event.get("kind") != ROLLOUT:
-            continue
-        if event.get("split") == TEST_SPLIT or event.get("infra_error") or event.get("reward") is None:
-            continue
-        key = rollout_key(event)
-        first.setdefault(key, float(event["reward"]))
-        paid[key] = paid.get(key, 0) + 1
-    return first, paid
-
-
 def redrawn_after_errors(rundir: RunDir) -> set[Key]:
     """The keys whose first logged attempt was an infra error and were paid again."""
     errored: set[Key] = set()
@@ -220,7 +202,18 @@ def first_errors(rundir: RunDir, split: str) -> set[Key]:
 
 def first_outcomes(rundir: RunDir, by_tag: ByTag, threshold: float) -> tuple[ByTag, dict[str, int]]:
     """``by_tag`` with each valid reward the log's first for its key, and per tag how many were paid again."""
-    first, paid = logged_firsts(rundir)
+    first: dict[Key, float] = {}
+    paid: dict[Key, int] = {}
+    events = rundir.log.of_kinds(*paid_by.KINDS)
+    # a rollout no session's claim paid, or a key paid twice, is refused before it is read
+    paid_by.refuse_untrusted(events, rundir.run_id)
+    for event in events:
+        if event.get("kind") != ROLLOUT or event.get("split") == TEST_SPLIT:
+            continue
+        if not event.get("infra_error") and event.get("reward") is not None:
+            key = rollout_key(event)
+            first.setdefault(key, float(event["reward"]))
+            paid[key] = paid.get(key, 0) + 1
     held: ByTag = {}
     repaid: dict[str, int] = {}
     for tag, arm in by_tag.items():

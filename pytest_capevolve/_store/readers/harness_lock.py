@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
 
 from ..._project import harness
 from ..files import RunDirError
@@ -54,7 +53,12 @@ def _from_head(rundir: RunDir) -> dict[str, str] | None:
     prev, found = GENESIS, None
     with open(path, encoding="utf-8") as log:
         for number, line in enumerate(log, start=1):
-            event = _event(line, path, number)
+            try:
+                event = json.loads(line)
+            except ValueError:
+                event = None
+            if not isinstance(event, dict):
+                raise RunDirError(f"{path}: line {number} is not an event (edited); run `capevolve verify`")
             if event.get("prev") != prev:
                 raise RunDirError(
                     f"{path}: line {number} does not chain to the line before (edited); the harness "
@@ -68,13 +72,3 @@ def _from_head(rundir: RunDir) -> dict[str, str] | None:
                 return None
             prev = event_line_hash(line)
     return found  # the lock is the log's last line: the chain cannot vouch for its own end
-
-
-def _event(line: str, path: Any, number: int) -> dict[str, Any]:
-    try:
-        event = json.loads(line)
-    except ValueError:
-        event = None
-    if not isinstance(event, dict):
-        raise RunDirError(f"{path}: line {number} is not an event (edited); run `capevolve verify`")
-    return event

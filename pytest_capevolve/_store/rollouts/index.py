@@ -59,19 +59,13 @@ class IndexDamaged(Exception):
     """The index cannot be used as it is; it is rebuilt from the files."""
 
 
-def row_of(record: RolloutRecord, path: Path, stat: os.stat_result) -> Row:
-    return (*_outcome(record), path.name, stat.st_size, stat.st_mtime_ns)
-
-
-def outcome_row(record: RolloutRecord) -> Row:
-    """The row of a record read without the index (no file name, size or mtime)."""
-    return (*_outcome(record), "", -1, -1)
-
-
-def _outcome(record: RolloutRecord) -> list[Any]:
+def row_of(record: RolloutRecord, path: Path | None = None, stat: os.stat_result | None = None) -> Row:
+    """The record's row (read without the index, no ``path``: no file name, size or mtime)."""
     values = [getattr(record, name) for name in FIELDS]
     values[FIELDS.index("passed")] = None if record.passed is None else int(bool(record.passed))
-    return values
+    if path is None or stat is None:
+        return (*values, "", -1, -1)
+    return (*values, path.name, stat.st_size, stat.st_mtime_ns)
 
 
 class IndexedRecord(RolloutRecord):

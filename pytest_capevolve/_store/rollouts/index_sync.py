@@ -20,6 +20,7 @@ from ..._project.splits import TEST_SPLIT
 from ..files import loads_utf8
 from ..log.event_kinds import ROLLOUT, ROLLOUT_QUARANTINED, ROLLOUT_VANISHED
 from ..log.events import EventLog
+from ..log.paid_by import moved_files
 from .index import CHECKED, IndexDamaged, RolloutIndex, Row, row_of
 from .index import FIELDS as FIELDS_INDEX
 from .record import RecordError, RolloutRecord
@@ -169,16 +170,12 @@ class IndexView:
                 return
             changes: dict[tuple[str, str], Row | None] = {}
             for event in events:
-                kind = event.get("kind")
-                if kind == ROLLOUT and event.get("split") != TEST_SPLIT:
+                if event.get("kind") == ROLLOUT and event.get("split") != TEST_SPLIT:
                     path = self.rollout_path(event["split"], event["task_id"], event["tag"], event["trial"])
                     row = self.index.pending.pop(int(event["seq"]), None) or _row_from_file(path)
                     changes[(str(event["split"]), path.name)] = row
-                elif kind == ROLLOUT_QUARANTINED:
-                    changes[_split_file(str(event.get("file", "")))] = None
-                elif kind == ROLLOUT_VANISHED:
-                    for file in event.get("files") or ():
-                        changes[_split_file(str(file))] = None
+                for file in moved_files(event):
+                    changes[_split_file(file)] = None
             self.index.store(
                 [row for row in changes.values() if row is not None],
                 [key for key, row in changes.items() if row is None],
@@ -212,8 +209,7 @@ class IndexView:
         again unsaid and ``verify`` would count them paid twice for good."""
 
         def view(event: dict[str, Any]) -> Any:
-            kind = event.get("kind")
-            if kind == ROLLOUT and event.get("split") != TEST_SPLIT:
+            if event.get("kind") == ROLLOUT and event.get("split") != TEST_SPLIT:
                 return (
                     int(event["seq"]),
                     event["split"],
@@ -221,11 +217,7 @@ class IndexView:
                     event["tag"],
                     int(event["trial"]),
                 )
-            if kind == ROLLOUT_QUARANTINED:
-                return (int(event["seq"]), [event.get("file")])
-            if kind == ROLLOUT_VANISHED:
-                return (int(event["seq"]), list(event.get("files") or ()))
-            return None
+            return (int(event["seq"]), files) if (files := moved_files(event)) else None
 
         log = self.log.events_after(0, 0, view)
         if log is None:  # a line that is not an event: verify names it; nothing to add here
@@ -239,26 +231,30 @@ class IndexView:
                 recorded[rel] = (seq, (split, tag, task_id, trial))
             else:
                 for file in held[1]:
-                    moved[str(file)] = held[0]
+                    moved[file] = held[0]
         gone = [
             rel
             for rel, (seq, key) in recorded.items()
             if key not in found and moved.get(rel, -1) < seq and not (self.root / rel).exists()
         ]
-        if gone:
-            self.log.append_event(ROLLOUT_VANISHED, files=sorted(gone))
-            self.notices.append(vanished_notice(sorted(gone)))
+        log_vanished(self.log, self.notices, sorted(gone))
 
 
-def vanished_notice(files: list[str]) -> str:
-    """One line for recorded rollout files that are gone: a few named, the rest counted."""
+def log_vanished(log: EventLog, notices: list[str], files: list[str]) -> None:
+    """Under the lock: recorded rollout files found gone, logged as ``rollout_vanished``, and one
+    notice for them (a few named, the rest counted)."""
+    if not files:
+        return
+    log.append_event(ROLLOUT_VANISHED, files=files)
     shown = ", ".join(files[:VANISHED_SHOWN])
     more = f" and {len(files) - VANISHED_SHOWN} more" if len(files) > VANISHED_SHOWN else ""
     if len(files) == 1:
         what = f"{shown}: recorded, but the file is gone"
     else:
         what = f"{len(files)} recorded rollout files are gone ({shown}{more})"
-    return f"{what} (deleted by hand?); logged as rollout_vanished: treated as missing, so paid again"
+    notices.append(
+        f"{what} (deleted by hand?); logged as rollout_vanished: treated as missing, so paid again"
+    )
 
 
 def _row_from_file(path: Path) -> Row | None:

@@ -18,13 +18,13 @@ from ..._project.candidate import legacy_escape_id
 from ..._project.splits import TEST_SPLIT, TestSealError
 from ..decisions.state import SPEND_FLUSH_EVERY, RunState
 from ..files import atomic_write_text
-from ..log.event_kinds import ROLLOUT, ROLLOUT_VANISHED, SESSION_LEFT
+from ..log.event_kinds import ROLLOUT, SESSION_LEFT
 from ..log.events import EventLog
 from ..log.outcome_ledger import Key, Outcome, OutcomeLedger, outcome
 from ..sessions.claims import Claims
 from .index import FIELDS as FIELDS_INDEX
-from .index import Columns, IndexDamaged, RolloutIndex, Row, outcome_row, record_of, row_of
-from .index_sync import IndexView, vanished_notice
+from .index import Columns, IndexDamaged, RolloutIndex, Row, record_of, row_of
+from .index_sync import IndexView, log_vanished
 from .record import RolloutRecord
 from .rollout_readback import LoggedDigests, RolloutReadBack
 
@@ -163,7 +163,7 @@ class RolloutFiles(RolloutReadBack):
             self.notices.append(f"{self.index.path}: unusable ({exc}); read the rollout files instead")
             self.index.close()
             records = [r for r in self._read_rollouts(split) if wanted is None or r.tag in wanted]
-            return [outcome_row(r) for r in records], lambda: list(records), None
+            return [row_of(r) for r in records], lambda: list(records), None
 
     def _checked_rows(
         self, split: str, wanted: set[str] | None, truth: dict[Key, Outcome] | None = None
@@ -258,9 +258,7 @@ class RolloutFiles(RolloutReadBack):
             read = self._read_one(path)  # None: damaged, quarantined (logged) just now
             if read is not None:
                 back.append((path, read))
-        if gone:
-            self.log.append_event(ROLLOUT_VANISHED, files=gone)
-            self.notices.append(vanished_notice(gone))
+        log_vanished(self.log, self.notices, gone)
         self.index_view.sync()  # their rows go with the event (and a quarantine's just now with its own)
         return back
 

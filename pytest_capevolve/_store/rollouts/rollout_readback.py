@@ -47,8 +47,7 @@ class LoggedDigests:
 
     def _see(self, event: dict[str, Any]) -> None:
         if event.get("kind") == ROLLOUT and event.get("split") != TEST_SPLIT:
-            key, recorded = logged_digest(event)
-            self._digests[key] = recorded
+            key, self._digests[key] = logged_digest(event)
 
 
 def logged_digest(event: dict[str, Any]) -> tuple[Key, str | None]:
@@ -74,13 +73,6 @@ class RolloutReadBack:
         during finalize could otherwise rewrite paid test rollouts before the seal burned)."""
         truth: dict[Key, Outcome] = {}
         digests: dict[Key, str | None] = {}
-
-        def see(event: dict[str, Any]) -> None:
-            if event.get("kind") == ROLLOUT and event.get("split") == TEST_SPLIT:
-                key, recorded = logged_digest(event)
-                digests[key] = recorded
-                truth[key] = outcome(event.get("reward"), event.get("infra_error"), event.get("cost_usd"))
-
         # the log is the truth here only if its chain holds: a test event edited to match a
         # forged file broke the next line's link, and the seal burned the forged mean anyway
         path = self.log.events_path
@@ -94,7 +86,9 @@ class RolloutReadBack:
         # the seal reads only what a session claimed and paid once (:mod:`..log.paid_by`)
         paid_by.refuse_untrusted((e for e in events if e.get("kind") in paid_by.KINDS), self.run_id)
         for event in events:
-            see(event)
+            if event.get("kind") == ROLLOUT and event.get("split") == TEST_SPLIT:
+                key, digests[key] = logged_digest(event)
+                truth[key] = outcome(event.get("reward"), event.get("infra_error"), event.get("cost_usd"))
         return truth, digests
 
     def _read_one(
