@@ -40,11 +40,6 @@ class GateConfig:
     # 0 keeps the superiority test) or, with equivalence m > 0, "within ±m" (TOST)
     margin: float = 0.0
     equivalence: float = 0.0
-
-    @property
-    def margin_asked(self) -> bool:
-        return bool(self.margin or self.equivalence)
-
     # ``pairwise`` mode: each judged task's net preference (B wins − A wins, B the candidate),
     # logged judgements of a gate session (_policy/gate/judge.py); None: none were judged
     preferences: tuple[int, ...] | None = None

@@ -207,7 +207,7 @@ def reference_stable(candidate, best, config, spread, decision):
         deltas, _ = stats.paired_deltas(cand, bst)
         if deltas.size == 0:
             return False
-        again, *_ = rules.run_rule(cand, bst, deltas, config, None, None)
+        again, *_ = rules.RuleInput(cand, bst, deltas, config, None, None).run()
         if again == gate.ACCEPT and spread is not None and not float(np.mean(deltas)) > spread:
             again = gate.REJECT
         if again != decision:
