@@ -83,7 +83,7 @@ def _exact(x: RuleInput) -> RuleResult:
         groups = len({c for c, keep in zip(config.clusters, mask.tolist(), strict=True) if keep})
         flipped = f"flipping {groups} clusters of {x.deltas.size} tasks"
     else:
-        result = stats.paired_sign_flip(*x.summaries, alpha=float(config.alpha), seed=config.seed)
+        result = stats.sign_flip_test(*x.summaries, alpha=float(config.alpha), seed=config.seed)
         flipped = f"over {x.deltas.size} tasks"
     ok = result.at_most(config.alpha)
     reason = (

@@ -66,13 +66,6 @@ class StopCondition:
     predicates: tuple[Predicate, ...] = ()
     ambiguous: tuple[Ambiguity, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "text": self.text,
-            "predicates": [p.to_json() for p in self.predicates],
-            "ambiguous": [a.to_json() for a in self.ambiguous],
-        }
-
 
 @dataclass(frozen=True)
 class Actuals:
