@@ -316,9 +316,7 @@ CHECKS: tuple[tuple[Basis, Check], ...] = (
 )
 
 
-def run_checks(
-    x: CheckInput, ruled: RuleResult, checks: tuple[tuple[Basis, Check], ...] = CHECKS
-) -> RuleResult:
+def run_checks(x: CheckInput, ruled: RuleResult, checks: tuple[tuple[Basis, Check], ...]) -> RuleResult:
     decision, basis, reason, numbers = ruled
     for check_basis, check in checks:
         turned = check(x, decision)

@@ -121,27 +121,3 @@ class _Boxed:
 _FIELD_NAMES = tuple(f.name for f in fields(Verdict))
 # left out of the dict when None, so the verdict files of runs that never set them are as they were
 _ABSENT_WHEN_NONE = ("judge_noise", "margin")
-
-
-def refusal(
-    *,
-    tag: str,
-    against: str,
-    decision: str,
-    basis: str,
-    reason: str,
-    config: GateConfig,
-    details: dict[str, Any],
-) -> Verdict:
-    """A verdict reached before any rollout (tamper → indecisive, failed microcase → reject): no numbers;
-    ``details`` holds what it rests on."""
-    return Verdict(
-        tag=tag,
-        against=against,
-        decision=decision,
-        basis=basis,
-        reason=reason,
-        mode=config.mode,
-        min_coverage=config.min_coverage,
-        details=details,
-    )
