@@ -55,9 +55,6 @@ class Ambiguity:
     clause: str
     reason: str
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
 class StopCondition:
