@@ -16,8 +16,8 @@ import sys
 
 import numpy as np
 
+from pytest_capevolve._stats.arms import sign_flip_test
 from pytest_capevolve._stats.clusters import cluster_sign_flip_test
-from pytest_capevolve._stats.sign_flip import sign_flip_test
 
 ALPHA = 0.05
 CELLS = [(6, 5), (10, 3), (16, 4), (30, 2), (30, 1)]

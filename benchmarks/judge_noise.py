@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from pytest_capevolve._stats.arms import sign_flip_test
 from pytest_capevolve._stats.judge_noise import arm_within, split
-from pytest_capevolve._stats.sign_flip import sign_flip_test
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from unit.test_judge_noise import rescores_pay_more  # noqa: E402  the advice as r < r*

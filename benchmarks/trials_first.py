@@ -13,7 +13,7 @@ from sequential import ALPHA, MIN_EFFECT
 
 from pytest_capevolve import _stats as stats
 from pytest_capevolve._decide.alpha_budget import MAX_LOOKS, look_schedule
-from pytest_capevolve._decide.rules import run_rule
+from pytest_capevolve._decide.rules import RuleInput
 from pytest_capevolve._decide.stopping import ALPHA_FUTILITY
 from pytest_capevolve._decide.verdict import ACCEPT, GateConfig
 from pytest_capevolve._stats.sequential import first_crossings
@@ -31,7 +31,7 @@ class Paired(Protocol):
 
 def _rule(cand: np.ndarray, best: np.ndarray, config: GateConfig) -> bool:
     deltas, _ = stats.paired_deltas(cand, best)
-    return run_rule(cand, best, deltas, config, None, None).decision == ACCEPT
+    return RuleInput(cand, best, deltas, config, None, None).run().decision == ACCEPT
 
 
 def trial_levels(trials: int) -> list[Fraction]:

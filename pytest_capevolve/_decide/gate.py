@@ -36,20 +36,14 @@ __all__ = [
 
 
 def regressions(
-    candidate: np.ndarray,
-    best: np.ndarray,
+    candidate: np.ndarray | stats.ArmSummary,
+    best: np.ndarray | stats.ArmSummary,
     task_ids: list[str],
     success_threshold: float,
 ) -> list[dict[str, Any]]:
     """Tasks the best passed whose mean dropped by more than twice the SE of the per-task difference (any
     drop when both arms were constant)."""
-    return _regressions_of((stats.summarize(candidate), stats.summarize(best)), task_ids, success_threshold)
-
-
-def _regressions_of(
-    arms: tuple[stats.ArmSummary, stats.ArmSummary], task_ids: list[str], success_threshold: float
-) -> list[dict[str, Any]]:
-    cand, best = arms
+    arms = cand, best = stats.summarize(candidate), stats.summarize(best)
     # at least half of the best's valid trials at the threshold (nan compares False), counted in
     # integers; a task with no valid trial on either side has a nan drop, which is never a hit
     drop = best.means - cand.means
@@ -199,7 +193,7 @@ def _measured(
     if config.regression_rule == "strict":
         regs = _strict_regressions(arms, task_ids)
     else:
-        regs = _regressions_of(arms, task_ids, config.success_threshold)
+        regs = regressions(*arms, task_ids, config.success_threshold)
     delta_mean, se = stats.mean_se(deltas)
     delta_exact = stats.exact_mean_delta(arms[0].matrix, arms[1].matrix)
     matrix = arms[0].matrix

@@ -70,7 +70,7 @@ class RuleResult(NamedTuple):
 
 def _exact(x: RuleInput) -> RuleResult:
     config = x.config
-    if config.margin_asked:
+    if config.margin or config.equivalence:
         return _margin(x)
     # (float(α): the tests compare it with a float p only, where a Fraction acts as its float)
     if config.clusters:  # whole clusters flipped (_stats/clusters.py)
@@ -83,7 +83,7 @@ def _exact(x: RuleInput) -> RuleResult:
         groups = len({c for c, keep in zip(config.clusters, mask.tolist(), strict=True) if keep})
         flipped = f"flipping {groups} clusters of {x.deltas.size} tasks"
     else:
-        result = stats.paired_sign_flip(*x.summaries, alpha=float(config.alpha), seed=config.seed)
+        result = stats.sign_flip_test(*x.summaries, alpha=float(config.alpha), seed=config.seed)
         flipped = f"over {x.deltas.size} tasks"
     ok = result.at_most(config.alpha)
     reason = (
@@ -188,10 +188,6 @@ def _above(basis: str, delta: float, bar: float, label: str) -> RuleResult:
     return RuleResult(outcome(ok), basis, f"Δ = {delta:+.4f} {'>' if ok else '≤'} {label}", {"bar": bar})
 
 
-def _threshold(x: RuleInput) -> RuleResult:
-    return _above(Basis.THRESHOLD, x.arm_delta, x.config.threshold, f"threshold {x.config.threshold}")
-
-
 def _simplicity_tiebreak(x: RuleInput) -> RuleResult:
     delta, cand_size, best_size = x.arm_delta, x.candidate_size, x.best_size
     decision, reason = ACCEPT, f"Δ = {delta:+.4f} > 0"
@@ -212,24 +208,14 @@ RULES: dict[str, Callable[[RuleInput], RuleResult]] = {
     "paired": _paired,
     "significant": _significant,
     "strict": lambda x: _above(Basis.STRICT, x.arm_delta, 0.0, "0"),
-    "threshold": _threshold,
+    "threshold": lambda x: _above(
+        Basis.THRESHOLD, x.arm_delta, x.config.threshold, f"threshold {x.config.threshold}"
+    ),
     "simplicity_tiebreak": _simplicity_tiebreak,
     "pairwise": _pairwise,
 }
 GATE_MODES = tuple(RULES)
 EXACT_P_MODES = ("exact", "pairwise")  # rules whose p is an exact fraction: α is split among siblings
-
-
-def run_rule(
-    candidate: np.ndarray,
-    best: np.ndarray,
-    deltas: np.ndarray,
-    config: GateConfig,
-    candidate_size: int | None,
-    best_size: int | None,
-    arms: tuple[stats.ArmSummary, stats.ArmSummary] | None = None,
-) -> RuleResult:
-    return RuleInput(candidate, best, deltas, config, candidate_size, best_size, arms).run()
 
 
 @dataclass(frozen=True)
@@ -330,9 +316,7 @@ CHECKS: tuple[tuple[Basis, Check], ...] = (
 )
 
 
-def run_checks(
-    x: CheckInput, ruled: RuleResult, checks: tuple[tuple[Basis, Check], ...] = CHECKS
-) -> RuleResult:
+def run_checks(x: CheckInput, ruled: RuleResult, checks: tuple[tuple[Basis, Check], ...]) -> RuleResult:
     decision, basis, reason, numbers = ruled
     for check_basis, check in checks:
         turned = check(x, decision)
@@ -366,7 +350,7 @@ def _imputation_flips(
     else:
         cand, bst = np.nan_to_num(candidate, nan=1.0), np.nan_to_num(best, nan=0.0)
     deltas, _ = stats.paired_deltas(cand, bst)  # every task: decide() got here with n > 0
-    imputed, *_ = run_rule(cand, bst, deltas, config, candidate_size, best_size)
+    imputed, *_ = RuleInput(cand, bst, deltas, config, candidate_size, best_size).run()
     return imputed != decision
 
 

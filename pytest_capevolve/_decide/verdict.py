@@ -40,11 +40,6 @@ class GateConfig:
     # 0 keeps the superiority test) or, with equivalence m > 0, "within ±m" (TOST)
     margin: float = 0.0
     equivalence: float = 0.0
-
-    @property
-    def margin_asked(self) -> bool:
-        return bool(self.margin or self.equivalence)
-
     # ``pairwise`` mode: each judged task's net preference (B wins − A wins, B the candidate),
     # logged judgements of a gate session (_policy/gate/judge.py); None: none were judged
     preferences: tuple[int, ...] | None = None
@@ -126,27 +121,3 @@ class _Boxed:
 _FIELD_NAMES = tuple(f.name for f in fields(Verdict))
 # left out of the dict when None, so the verdict files of runs that never set them are as they were
 _ABSENT_WHEN_NONE = ("judge_noise", "margin")
-
-
-def refusal(
-    *,
-    tag: str,
-    against: str,
-    decision: str,
-    basis: str,
-    reason: str,
-    config: GateConfig,
-    details: dict[str, Any],
-) -> Verdict:
-    """A verdict reached before any rollout (tamper → indecisive, failed microcase → reject): no numbers;
-    ``details`` holds what it rests on."""
-    return Verdict(
-        tag=tag,
-        against=against,
-        decision=decision,
-        basis=basis,
-        reason=reason,
-        mode=config.mode,
-        min_coverage=config.min_coverage,
-        details=details,
-    )

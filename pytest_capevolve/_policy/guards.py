@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from .._decide.basis import Basis
-from .._decide.verdict import Verdict, refusal
+from .._decide.verdict import Verdict
 from .._project.spec import Spec
 from .._project.way_on import pasteable
 from .._store.memory.seal import Seal
@@ -159,10 +159,14 @@ def refuse_finalized(rundir: RunDir, at: Checkpoint) -> None:
 
 
 def refusal_verdict(spec: Spec, guard: Guard, at: Checkpoint, *, reason: str, **fields: Any) -> Verdict:
-    """A candidate ``guard`` refused before any rollout: a verdict without numbers, ending with the way on."""
-    way_on = guard.way_on_at(at)
+    """A candidate ``guard`` refused before any rollout (tamper → indecisive, failed microcase → reject): a
+    verdict without numbers, ending with the way on; ``fields``: its tag, against, decision and the
+    ``details`` it rests on."""
+    way_on, config = guard.way_on_at(at), gate_config(spec)
     reason = f"{reason}; {way_on}" if way_on else reason
-    return refusal(basis=guard.name, reason=reason, config=gate_config(spec), **fields)
+    return Verdict(
+        basis=guard.name, reason=reason, mode=config.mode, min_coverage=config.min_coverage, **fields
+    )
 
 
 def record_refusal(

@@ -4,7 +4,7 @@ The hypothesis strategies live in :mod:`.strategies` (install ``pytest-capevolve
 they are not imported here, so the statistics need no hypothesis.
 """
 
-from .arms import ArmSummary, integer_deltas_of, paired_means, paired_sign_flip, summarize
+from .arms import ArmSummary, integer_deltas_of, paired_deltas, paired_means, sign_flip_test, summarize
 from .core import (
     as_matrix,
     check_rewards,
@@ -40,10 +40,8 @@ from .sign_flip import (
     exceeds,
     exceeds_k_se,
     integer_deltas,
-    paired_deltas,
     reward_grid,
     sign_flip_on_integers,
-    sign_flip_test,
 )
 
 __all__ = [
@@ -51,7 +49,7 @@ __all__ = [
     "T_CI_MAX_TASKS", "as_matrix", "bootstrap_ci", "ci_method", "detection_z", "check_rewards",
     "combined_se", "coverage", "exact_mean", "exact_mean_delta", "exact_spread", "exact_task_deltas",
     "exceeds_k_se", "exceeds", "integer_deltas", "integer_deltas_of", "mean_ci", "mean_ci_method",
-    "mean_se", "paired_deltas", "paired_means", "paired_sign_flip", "pass_at_k", "pass_hat_k",
+    "mean_se", "paired_deltas", "paired_means", "pass_at_k", "pass_hat_k",
     "reward_grid", "sign_flip_on_integers", "sign_flip_test", "summarize",
     "t_ci", "task_means", "task_stderrs", "variance_components",
 ]  # fmt: skip

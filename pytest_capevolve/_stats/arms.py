@@ -1,7 +1,8 @@
 """One arm's per-task numbers, computed once and shared by every comparison that reads them.
 
 A gate session compares many candidates with one best, so :func:`summarize` keeps the last few arms keyed
-by their matrix's bytes. Every number equals, bit for bit, what :mod:`.core` and :mod:`.sign_flip` give."""
+by their matrix's bytes. Every number equals, bit for bit, what :mod:`.core` gives; the paired deltas and
+the paired sign-flip test (:func:`sign_flip_test`, its counting in :mod:`.sign_flip`) read their arms here."""
 
 from __future__ import annotations
 
@@ -111,10 +112,15 @@ def summarize(matrix: Sequence[Sequence[float]] | np.ndarray | ArmSummary) -> Ar
 
 
 def paired_means(candidate: ArmSummary, best: ArmSummary) -> tuple[np.ndarray, np.ndarray]:
+    """Per-task deltas m_t(candidate) − m_t(best) over tasks valid on both sides, and their mask."""
     if candidate.means.shape != best.means.shape:
         raise ValueError("the two arms must cover the same tasks, in the same order")
     mask = ~np.isnan(candidate.means) & ~np.isnan(best.means)
     return candidate.means[mask] - best.means[mask], mask
+
+
+def paired_deltas(candidate: np.ndarray, best: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return paired_means(ArmSummary(candidate), ArmSummary(best))
 
 
 def integer_deltas_of(candidate: ArmSummary, best: ArmSummary, grid: int) -> np.ndarray | list[int]:
@@ -124,14 +130,17 @@ def integer_deltas_of(candidate: ArmSummary, best: ArmSummary, grid: int) -> np.
     )
 
 
-def paired_sign_flip(
-    candidate: ArmSummary,
-    best: ArmSummary,
+def sign_flip_test(
+    candidate: np.ndarray | ArmSummary,
+    best: np.ndarray | ArmSummary,
     *,
     n_resamples: int = 20000,
     seed: int = 0,
     alpha: float | None = None,
 ) -> SignFlipResult:
+    """One-sided paired sign-flip test of H0: no improvement: on a reward grid exact (a float tail only when
+    clearly away from ``alpha``), else seeded Monte Carlo with the +1 correction. Empty input → p = 1."""
+    candidate, best = (arm if isinstance(arm, ArmSummary) else ArmSummary(arm) for arm in (candidate, best))
     grid = reward_grid(candidate.values, best.values)
     exact = None if grid is None else sign_flip_on_integers(integer_deltas_of(candidate, best, grid), alpha)
     if exact is None:

@@ -12,15 +12,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .arms import paired_deltas
 from .core import as_matrix
-from .sign_flip import (
-    SignFlipResult,
-    _monte_carlo,
-    integer_deltas,
-    paired_deltas,
-    reward_grid,
-    sign_flip_on_integers,
-)
+from .sign_flip import SignFlipResult, _monte_carlo, integer_deltas, reward_grid, sign_flip_on_integers
 
 
 def _codes(clusters: Sequence[str], mask: np.ndarray) -> tuple[np.ndarray, int]:

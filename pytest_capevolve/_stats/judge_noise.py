@@ -26,26 +26,15 @@ class JudgeSplit:
     def judge_share(self) -> float:
         return 0.0 if self.var_total <= 0 else min(1.0, self.var_judge / self.var_total)
 
-    @property
-    def agent_share(self) -> float:
-        return 1.0 - self.judge_share
-
-
-def rollout_judge_variances(rescores: np.ndarray) -> np.ndarray:
-    """Per rollout (rows), the sample variance of its r re-scores (columns); r ≥ 2."""
-    scores = np.asarray(rescores, dtype=float)
-    if scores.ndim != 2 or scores.shape[1] < 2:
-        raise ValueError("the judge's variance needs at least two re-scores per rollout")
-    variance: np.ndarray = np.var(scores, axis=1, ddof=1)
-    return variance
-
 
 def arm_within(rescores: np.ndarray) -> tuple[float, float]:
     """(judge part, total) of the within-task variance of one task-arm mean from its K×r scores (K < 2: the
     judge part stands in for the total)."""
     scores = np.asarray(rescores, dtype=float)
+    if scores.ndim != 2 or scores.shape[1] < 2:
+        raise ValueError("the judge's variance needs at least two re-scores per rollout")
     k, r = scores.shape
-    judge = float(np.mean(rollout_judge_variances(scores))) / (k * r)
+    judge = float(np.mean(np.var(scores, axis=1, ddof=1))) / (k * r)
     means = scores.mean(axis=1)
     total = float(np.var(means, ddof=1)) / k if k >= 2 else judge
     return judge, total

@@ -68,7 +68,6 @@ class MarginResult:
     p_value: float
     lower: float  # 1 − α lower confidence bound on the mean true delta
     upper: float | None  # equivalence only: the 1 − α upper bound
-    alpha: float
 
     @property
     def question(self) -> str:
@@ -95,10 +94,10 @@ def margin_test(deltas: np.ndarray, *, kind: str, margin: float, alpha: float) -
     if kind == NON_INFERIORITY:
         if not -1.0 < margin <= 0.0:
             raise ValueError(f"a non-inferiority margin lies in (−1, 0], got {margin}")
-        return MarginResult(kind, margin, p_above(d, margin), lower_bound(d, alpha), None, alpha)
+        return MarginResult(kind, margin, p_above(d, margin), lower_bound(d, alpha), None)
     if kind == EQUIVALENCE:
         if not 0.0 < margin < 1.0:
             raise ValueError(f"an equivalence bound lies in (0, 1), got {margin}")
         p = max(p_above(d, -margin), p_below(d, margin))
-        return MarginResult(kind, margin, p, lower_bound(d, alpha), -lower_bound(-d, alpha), alpha)
+        return MarginResult(kind, margin, p, lower_bound(d, alpha), -lower_bound(-d, alpha))
     raise ValueError(f"unknown margin kind {kind!r}; use {NON_INFERIORITY} or {EQUIVALENCE}")

@@ -34,22 +34,18 @@ def bets(x: np.ndarray) -> np.ndarray:
     return bet
 
 
-def e_path(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=float)
-    path: np.ndarray = np.exp(np.cumsum(np.log1p(bets(x) * x), axis=-1))
-    return path
-
-
 def efficacy_path(deltas: np.ndarray) -> np.ndarray:
     """The e-process against H0: mean delta ≤ 0."""
-    return e_path(np.asarray(deltas, dtype=float))
+    x = np.asarray(deltas, dtype=float)
+    path: np.ndarray = np.exp(np.cumsum(np.log1p(bets(x) * x), axis=-1))
+    return path
 
 
 def futility_path(deltas: np.ndarray, min_effect: float) -> np.ndarray:
     """The e-process against H0: mean delta ≥ ``min_effect`` (grows when deltas fall short of it)."""
     if not 0.0 <= min_effect < 1.0:
         raise ValueError(f"min_effect must be in [0, 1), got {min_effect}")
-    return e_path(min_effect - np.asarray(deltas, dtype=float))
+    return efficacy_path(min_effect - np.asarray(deltas, dtype=float))
 
 
 EFFICACY, FUTILITY, UNDECIDED = "efficacy", "futility", "undecided"

@@ -19,7 +19,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .core import as_matrix, task_means
+from .core import as_matrix
 
 # numpy only: the exact tail's one inverse FFT is numpy's (importing scipy.signal costs ~1 CPU-s)
 GRID_MAX = 1000  # largest reward denominator treated as a grid (binary, rubric steps, ...)
@@ -27,15 +27,6 @@ EXACT_MARGIN = 1e-9  # a float p-value this close to alpha is re-decided with ex
 # The exact tail is a distribution over every integer sum in ±Σ|d|; past this span it would take
 # hundreds of MB (a fine grid with mixed trial counts: lcm(n_t)·grid per unit), so the deltas are coarsened.
 EXACT_MAX_SPAN = 2**22
-
-
-def paired_deltas(candidate: np.ndarray, best: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-task deltas m_t(candidate) − m_t(best) over tasks valid on both sides, and their mask."""
-    cand_means, best_means = task_means(candidate), task_means(best)
-    if cand_means.shape != best_means.shape:
-        raise ValueError("the two arms must cover the same tasks, in the same order")
-    mask = ~np.isnan(cand_means) & ~np.isnan(best_means)
-    return cand_means[mask] - best_means[mask], mask
 
 
 def reward_grid(*matrices: np.ndarray) -> int | None:
@@ -188,25 +179,6 @@ class SignFlipResult:
     @property
     def fraction(self) -> Fraction:
         return Fraction(self.numerator, self.denominator)
-
-
-def sign_flip_test(
-    candidate: np.ndarray,
-    best: np.ndarray,
-    *,
-    n_resamples: int = 20000,
-    seed: int = 0,
-    alpha: float | None = None,
-) -> SignFlipResult:
-    """One-sided paired sign-flip test of H0: no improvement: on a reward grid exact (a float tail only when
-    clearly away from ``alpha``), else seeded Monte Carlo with the +1 correction. Empty input → p = 1."""
-    candidate, best = as_matrix(candidate), as_matrix(best)
-    grid = reward_grid(candidate, best)
-    exact = None if grid is None else sign_flip_on_integers(integer_deltas(candidate, best, grid), alpha)
-    if exact is None:
-        deltas, _ = paired_deltas(candidate, best)
-        return _monte_carlo(deltas, n_resamples, seed)
-    return exact
 
 
 def sign_flip_on_integers(

@@ -25,8 +25,8 @@ from pytest_capevolve._decide.alpha_budget import look_schedule
 from pytest_capevolve._decide.rounds import gate_round
 from pytest_capevolve._decide.verdict import ACCEPT, GateConfig
 from pytest_capevolve._stats import sequential as seq
+from pytest_capevolve._stats.arms import sign_flip_test
 from pytest_capevolve._stats.clusters import cluster_sign_flip_test
-from pytest_capevolve._stats.sign_flip import sign_flip_test
 from pytest_capevolve.strategies import task_rates
 
 ALPHA = 0.05

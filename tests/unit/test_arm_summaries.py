@@ -54,9 +54,9 @@ def test_summary_numbers_equal_the_plain_functions(matrix):
 
 @SLOW
 @given(paired_arms(max_tasks=90), st.sampled_from([None, 0.05, 0.5]))
-def test_paired_sign_flip_equals_sign_flip_test(arms, alpha):
+def test_sign_flip_test_on_summaries_equals_it_on_matrices(arms, alpha):
     candidate, best = arms
-    shared = stats.paired_sign_flip(stats.ArmSummary(candidate), stats.ArmSummary(best), alpha=alpha)
+    shared = stats.sign_flip_test(stats.ArmSummary(candidate), stats.ArmSummary(best), alpha=alpha)
     assert shared == stats.sign_flip_test(candidate, best, alpha=alpha)
     grid = stats.reward_grid(candidate, best)
     if grid is not None:
@@ -66,9 +66,9 @@ def test_paired_sign_flip_equals_sign_flip_test(arms, alpha):
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(paired_arms(max_tasks=20, off_grid=True))
-def test_paired_sign_flip_equals_sign_flip_test_off_the_grid(arms):
+def test_sign_flip_test_on_summaries_equals_it_on_matrices_off_the_grid(arms):
     candidate, best = arms
-    shared = stats.paired_sign_flip(stats.ArmSummary(candidate), stats.ArmSummary(best), n_resamples=500)
+    shared = stats.sign_flip_test(stats.ArmSummary(candidate), stats.ArmSummary(best), n_resamples=500)
     assert shared == stats.sign_flip_test(candidate, best, n_resamples=500)
 
 
@@ -91,9 +91,7 @@ def test_python_integer_deltas_and_a_span_too_wide_for_the_exact_tail():
     assert coarse is not None and coarse.method == "exact_coarsened" and coarse.coarsening > 1
     for alpha in (None, 0.05):
         expected = stats.sign_flip_test(candidate, best, alpha=alpha, n_resamples=2000)
-        found = stats.paired_sign_flip(
-            *map(stats.ArmSummary, (candidate, best)), alpha=alpha, n_resamples=2000
-        )
+        found = stats.sign_flip_test(*map(stats.ArmSummary, (candidate, best)), alpha=alpha, n_resamples=2000)
         assert found == expected
         assert expected.method == "exact_coarsened" and expected.at_most(0.05)  # lifted by 0.3
 
@@ -207,7 +205,7 @@ def reference_stable(candidate, best, config, spread, decision):
         deltas, _ = stats.paired_deltas(cand, bst)
         if deltas.size == 0:
             return False
-        again, *_ = rules.run_rule(cand, bst, deltas, config, None, None)
+        again, *_ = rules.RuleInput(cand, bst, deltas, config, None, None).run()
         if again == gate.ACCEPT and spread is not None and not float(np.mean(deltas)) > spread:
             again = gate.REJECT
         if again != decision:

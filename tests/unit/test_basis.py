@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from pytest_capevolve._decide.basis import REJECT_BASES, SCREENED, UNRESOLVED, Basis
-from pytest_capevolve._decide.verdict import INDECISIVE, GateConfig, refusal
+from pytest_capevolve._decide.verdict import INDECISIVE, Verdict
 
 # the words runs on disk already hold: renaming a member's value would orphan them
 RECORDED = {
@@ -22,14 +22,14 @@ def test_every_basis_keeps_the_word_records_hold() -> None:
 
 
 def test_a_refusal_verdict_writes_its_basis_as_the_plain_word() -> None:
-    verdict = refusal(
+    verdict = Verdict(
         tag="c1",
         against="seed",
         decision=INDECISIVE,
         basis=Basis.LEAK,
         reason="r",
-        config=GateConfig(),
-        details={},
+        mode="exact",
+        min_coverage=0.8,
     )
     assert json.loads(json.dumps(verdict.to_dict()))["basis"] == "leak"
 

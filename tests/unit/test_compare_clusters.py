@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from pytest_capevolve._imported.compare import CompareSettings, compare_files, compare_runs
 from pytest_capevolve._imported.results import ImportedRun, Outcome, ResultsError
+from pytest_capevolve._stats.arms import sign_flip_test
 from pytest_capevolve._stats.clusters import cluster_mean_ci, cluster_sign_flip_test
-from pytest_capevolve._stats.sign_flip import sign_flip_test
 
 ALPHA = 0.05
 

@@ -15,7 +15,6 @@ from gate_calls import decide
 
 from pytest_capevolve import _stats as stats
 from pytest_capevolve._decide import gate
-from pytest_capevolve._decide import verdict as verdict_types
 from pytest_capevolve._decide.verdict import ACCEPT, REJECT, GateConfig
 from pytest_capevolve._stats import sign_flip
 
@@ -166,23 +165,6 @@ def test_a_verdict_carries_every_number_it_was_decided_on():
     assert judge(np.ones(3), np.zeros(3)).trials == 1
 
 
-def test_a_refusal_records_no_numbers():
-    config = gate.GateConfig(min_coverage=0.7)
-    v = verdict_types.refusal(
-        tag="c", against="b", decision=INDECISIVE, basis="tamper", reason="r", config=config, details={"x": 1}
-    )
-    assert (v.tag, v.against, v.decision, v.basis, v.reason, v.details) == (
-        "c",
-        "b",
-        INDECISIVE,
-        "tamper",
-        "r",
-        {"x": 1},
-    )
-    assert v.n_tasks == 0 and v.p_value is None and v.delta_mean is None and v.min_coverage == 0.7
-    assert v.mode == "exact" and v.alpha is None and v.regressions == [] and v.coverage == {}
-
-
 def test_off_grid_decisions_use_the_configured_seed():
     rng = np.random.default_rng(2)
     cand = rng.random((24, 1)) * 0.5 + 0.3
@@ -211,19 +193,6 @@ def test_k_se_rule_reasons_and_its_strict_bar():
     )
     assert "= +1.0000 > 0 (WARNING: SE = 0" in judge([[1.0]], [[0.0]], paired).reason
     assert "= +0.0000 ≤ 0 (WARNING: SE = 0" in judge([[0.0]], [[0.0]], paired).reason
-
-
-def test_a_refusal_has_no_trials_footprint_or_errors():
-    v = verdict_types.refusal(
-        tag="c",
-        against="b",
-        decision=REJECT,
-        basis="micro_test_fail",
-        reason="r",
-        config=gate.GateConfig(),
-        details={},
-    )
-    assert v.trials == 0 and v.footprint == [] and v.infra_errors == {} and v.warnings == []
 
 
 def test_imputation_fills_the_best_as_fails_against_a_reject():

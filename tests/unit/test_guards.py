@@ -13,8 +13,10 @@ import pytest
 
 from pytest_capevolve import exitcodes
 from pytest_capevolve._decide.basis import Basis
+from pytest_capevolve._decide.verdict import INDECISIVE
 from pytest_capevolve._policy import guards
 from pytest_capevolve._policy.guards import GUARDS, Checkpoint, GuardRefusal
+from pytest_capevolve._project.spec import Spec
 from pytest_capevolve._project.way_on import LOOP_WORDS, new_run_words, own_flags, pasteable, shown
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -176,3 +178,29 @@ def test_hill_climbs_way_into_a_new_run_leaves_out_the_run_flags_as_abbreviated(
     assert words == ["hill-climb", ".", "--optimizer", "o {workdir}", "-n", "2", "--new-run"]
     pasted = build_parser("hill-climb").parse_args(words)
     assert (pasted.run_id, pasted.resume, pasted.new_run) == (None, False, True)
+
+
+def test_a_refusal_records_no_numbers(tmp_path: Path) -> None:
+    spec = Spec(tmp_path / "capevolve.yaml", tmp_path, "adapter.py:A", tmp_path, min_coverage=0.7)
+    v = guards.refusal_verdict(
+        spec,
+        guards.TAMPER,
+        guards.Checkpoint.SCREEN,
+        reason="r",
+        tag="c",
+        against="b",
+        decision=INDECISIVE,
+        details={"x": 1},
+    )
+    way_on = guards.TAMPER.way_on_at(guards.Checkpoint.SCREEN)
+    assert (v.tag, v.against, v.decision, v.basis, v.reason, v.details) == (
+        "c",
+        "b",
+        INDECISIVE,
+        "tamper",
+        f"r; {way_on}",
+        {"x": 1},
+    )
+    assert v.n_tasks == 0 and v.p_value is None and v.delta_mean is None and v.min_coverage == 0.7
+    assert v.mode == "exact" and v.alpha is None and v.regressions == [] and v.coverage == {}
+    assert v.trials == 0 and v.footprint == [] and v.infra_errors == {} and v.warnings == []

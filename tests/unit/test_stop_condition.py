@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_capevolve._policy.stop.stop_condition import Actuals, evaluate, parse, split_clauses
+from pytest_capevolve._policy.stop.stop_condition import (
+    Actuals,
+    StopCondition,
+    evaluate,
+    parse,
+    split_clauses,
+)
 
 P = "predicate"
 A = "ambiguous"
@@ -87,7 +93,7 @@ def test_each_phrasing_gives_its_predicates_or_ambiguities(text, expected):
 
 def test_no_stop_condition_is_no_predicate():
     assert parse(None).predicates == () and parse(None).ambiguous == ()
-    assert parse("").to_json() == {"text": "", "predicates": [], "ambiguous": []}
+    assert parse("") == StopCondition(text="")
 
 
 @given(st.text(max_size=120))

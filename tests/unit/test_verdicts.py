@@ -104,14 +104,14 @@ def test_write_verdict_writes_the_file_and_logs_the_event(tmp_path):
         1 / 64,
         1.0,
     )
-    refused = verdict_types.refusal(
+    refused = verdict_types.Verdict(
         tag="r",
         against="best",
         decision=REJECT,
         basis="micro_test_fail",
         reason="x",
-        config=gate.GateConfig(),
-        details={},
+        mode="exact",
+        min_coverage=0.8,
     )
     rundir.verdicts.write_verdict(judging.verdict_file(refused))
     assert json.loads(rundir.verdicts.verdict_path("r").read_text())["rollouts"].startswith("none")

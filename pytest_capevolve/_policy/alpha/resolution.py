@@ -42,12 +42,11 @@ class MinEffectReach(TypedDict):
 SUPPORT_CAP = 1000  # decisions counted ahead; past it "every decision" in effect
 
 
-def next_level(spec: Spec, events: list[dict[str, Any]], siblings: int = 1) -> tuple[Fraction, str]:
-    decided = alpha_budget.decisions_so_far(events)
-    return _level_at(spec, events, decided, siblings)
-
-
-def _level_at(spec: Spec, events: list[dict[str, Any]], decided: int, siblings: int) -> tuple[Fraction, str]:
+def next_level(
+    spec: Spec, events: list[dict[str, Any]], siblings: int = 1, decided: int | None = None
+) -> tuple[Fraction, str]:
+    if decided is None:  # the run's decisions so far
+        decided = alpha_budget.decisions_so_far(events)
     accepts = alpha_budget.accepted_decisions(events)
     discarded = alpha_budget.discarded_decisions(events)
     family = alpha_budget.round_alpha(
@@ -85,15 +84,15 @@ def min_effect_reach(
         need = smallest_win(level, n_val) if n_val > 0 else None
         return need is not None and need <= k
 
-    level, _ = _level_at(spec, events, decided, siblings)
+    level, _ = next_level(spec, events, siblings, decided)
     now = passes(level)
-    first = passes(_level_at(spec, [], 0, siblings)[0])
+    first = passes(next_level(spec, [], siblings, 0)[0])
     supported: int | None
     if spec.gate_alpha_schedule == "constant":
         supported = None if now else 0
     else:  # the first decision ahead whose level no such edit passes
         ahead = (
-            n for n in range(SUPPORT_CAP) if not passes(_level_at(spec, events, decided + n, siblings)[0])
+            n for n in range(SUPPORT_CAP) if not passes(next_level(spec, events, siblings, decided + n)[0])
         )
         supported = next(ahead, SUPPORT_CAP)
     need = smallest_win(level, 200)  # the tasks to improve, whatever the val size (2^-200: never)

@@ -87,7 +87,7 @@ def book(
         against_gate = check(spec, rundir, asked, adopted=adopted is not None)
         if not force:
             check_evidence(spec, rundir, asked, adopted=adopted is not None)
-        parent = _parent(rundir, tag, best)
+        parent = parent_of(rundir, tag, best)
         entry = _entry(rundir, asked, parent, note, optimizer)
         entry["repairs"] = first["seq"] if first is not None else None
         entry["against_gate"] = against_gate
@@ -211,19 +211,15 @@ def _numbers(verdict: dict[str, Any] | None) -> LedgerNumbers:
     }
 
 
-def parent_of(rundir: RunDir, tag: str) -> str:
-    return _parent(rundir, tag, rundir.state.best())
-
-
 def merged_from(rundir: RunDir, tag: str) -> list[str]:
     """The candidates ``tag`` merges, in the order applied; [] if none."""
     made = next((e for e in rundir.log.events() if e.get("kind") == WORK_CREATED and e.get("tag") == tag), {})
     return [str(t) for t in made.get("merged_from") or []]
 
 
-def _parent(rundir: RunDir, tag: str, best: str) -> str:
+def parent_of(rundir: RunDir, tag: str, best: str | None = None) -> str:
     """What ``tag`` was made from: its work copy's parent, else the best when registered, else what its
-    verdict was gated against, else the best now."""
+    verdict was gated against, else the best now (``best``: as the caller read it)."""
     current = None
     for event in rundir.log.events():
         kind = event.get("kind")
@@ -233,7 +229,7 @@ def _parent(rundir: RunDir, tag: str, best: str) -> str:
             current = str(event["best_id"])
         elif kind == CANDIDATE_REGISTERED and event.get("tag") == tag:
             return current or "seed"
-    return str((rundir.verdicts.verdict(tag) or {}).get("against") or best)
+    return str((rundir.verdicts.verdict(tag) or {}).get("against") or best or rundir.state.best())
 
 
 def _spent_on(rundir: RunDir, tag: str) -> SpentOn:

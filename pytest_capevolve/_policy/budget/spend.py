@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import asdict
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -225,7 +226,7 @@ def _constraints(
     return {
         "stop_condition": spec.stop_condition,
         "predicates": sc.evaluate(condition, actuals),
-        "ambiguous": [a.to_json() for a in condition.ambiguous],
+        "ambiguous": [asdict(a) for a in condition.ambiguous],
     }
 
 

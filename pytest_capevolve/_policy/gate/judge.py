@@ -211,7 +211,7 @@ def _shares(result: JudgeSplit) -> dict[str, Any]:
         "var_judge": result.var_judge,
         "var_agent": result.var_agent,
         "judge_share": result.judge_share,
-        "agent_share": result.agent_share,
+        "agent_share": 1.0 - result.judge_share,
         # what the advice reads: the judge's part of the noise within a task (not of Var(Δ̄), which
         # between-task spread can leave at 0 % while the judge still dominates within a task)
         "within_task_judge_share": 0.0

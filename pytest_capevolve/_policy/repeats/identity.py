@@ -207,7 +207,7 @@ def _decided_in_memory(rundir: RunDir, project: Path, present: set[str], found: 
     ledger = shared_ledger.of_run(rundir)
     for row, val in remembered_decisions(project, found.my_keys.values(), ledger):
         # a run folder still there spoke through its log above; one moved out or deleted
-        # speaks through the project's memory (:func:`remember_decision`)
+        # speaks through the project's memory (:func:`remember_booked`)
         foreign = (str(row["project"]), str(ledger)) if "project" in row else None
         if foreign is None and (row["run_id"] == rundir.run_id or row["run_id"] in present):
             continue
@@ -220,16 +220,6 @@ def _decided_in_memory(rundir: RunDir, project: Path, present: set[str], found: 
             row["tag"], row["run_id"], row["decision"], level, harness_changes=differs, shared=foreign
         )
         found.seen(row["content_hash"], earlier, val if val.ids or val.keys else None)
-
-
-def remember_booked(rundir: RunDir, tag: str, decision: str) -> None:
-    """Remember a booked decision in the project's memory (:func:`remember_decision`)."""
-    project = rundir.project_dir
-    digest = registered_hashes(rundir).get(tag)
-    if project is None or digest is None:
-        return
-    level = decided_level(rundir.verdicts.verdict(tag))
-    remember_decision(rundir, project, tag, digest, decision, level.text if level else None)
 
 
 def repeat_of(
@@ -394,12 +384,15 @@ def val_key(val_ids: Iterable[str]) -> str:
     return hashlib.sha256("\n".join(sorted(val_ids)).encode("utf-8")).hexdigest()
 
 
-def remember_decision(
-    rundir: RunDir, project_dir: Path, tag: str, content_hash: str, decision: str, level: str | None
-) -> None:
-    """Remember ``rundir``'s decision on ``tag`` in the project's memory, and in the run's shared ledger."""
+def remember_booked(rundir: RunDir, tag: str, decision: str) -> None:
+    """Remember a booked decision in the project's memory, and in the run's shared ledger."""
     from ..._store.readers.harness_lock import locked_harness
 
+    project_dir = rundir.project_dir
+    content_hash = registered_hashes(rundir).get(tag)
+    if project_dir is None or content_hash is None:
+        return
+    level = decided_level(rundir.verdicts.verdict(tag))
     val_ids = list((rundir.splits() or {}).get("val", []))
     row = {
         "run_id": rundir.run_id,
@@ -407,7 +400,7 @@ def remember_decision(
         "content_hash": content_hash,
         "val": val_key(val_ids),
         "decision": decision,
-        "level": level,
+        "level": level.text if level else None,
         "harness": dict(locked_harness(rundir) or {}),
         **Tasks.of(val_ids, task_keys.recorded(rundir)).row("val"),
     }

@@ -55,9 +55,6 @@ class Ambiguity:
     clause: str
     reason: str
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
 class StopCondition:
@@ -65,13 +62,6 @@ class StopCondition:
     clauses: tuple[str, ...] = ()
     predicates: tuple[Predicate, ...] = ()
     ambiguous: tuple[Ambiguity, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "text": self.text,
-            "predicates": [p.to_json() for p in self.predicates],
-            "ambiguous": [a.to_json() for a in self.ambiguous],
-        }
 
 
 @dataclass(frozen=True)
