@@ -260,11 +260,9 @@ def cmd_import_cap_evolve(args: argparse.Namespace) -> int:
 
 def cmd_init(args: argparse.Namespace) -> int:
     """Write a runnable project into DIR, or import a cap-evolve one there."""
-    if args.from_cap_evolve is not None:
-        from .._loop.cap_evolve.importer import import_cap_evolve, render
-
-        emit(args, import_cap_evolve(args.from_cap_evolve, args.dir, None), None if args.json else render)
-        return exitcodes.OK
+    if args.from_cap_evolve is not None:  # `import-cap-evolve SRC DIR` by another name
+        given = argparse.Namespace(src=args.from_cap_evolve, dest=args.dir, run=None, json=args.json)
+        return cmd_import_cap_evolve(given)
     from .._project.scaffold import write_project
 
     written = write_project(args.dir.resolve())  # a file in the way: a Refusal, exit 2
