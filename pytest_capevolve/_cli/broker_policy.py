@@ -108,9 +108,6 @@ class AgentPolicy:
     def _writable(self, path: Path) -> bool:
         return any(path.is_relative_to(root) for root in self.writable)
 
-    def _hidden(self, path: Path) -> bool:
-        return any(path.is_relative_to(h) for h in self.hidden)
-
     def _this_project(self, given: Path, where: Path, *, run_dir: bool = False) -> None:
         target = _unlinked(where / given, str(given))
         if target in (self.project, self.project / SPEC_FILENAME):
@@ -204,7 +201,7 @@ class AgentPolicy:
     def _instructions(self, argv: list[str], given: str, where: Path, copies: contextlib.ExitStack) -> None:
         """Reads the file for the command into a private copy, which the command is given."""
         target = Path(os.path.realpath(where / given))  # where it leads now; read following no link
-        if self._hidden(target):
+        if any(target.is_relative_to(h) for h in self.hidden):
             raise Refusal(f"--instructions-file {given}: a file the agent may not read")
         try:
             text = _read_unlinked(target)

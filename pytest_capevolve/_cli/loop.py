@@ -53,8 +53,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     """What a candidate changed: a unified diff of two snapshots (default: against its parent)."""
-    from .._loop.git_store import unified_diff
     from .._loop.task_eval import candidate_folder
+    from .._project.candidate import unified_diff
 
     _diff_operands(args)
     spec, rundir = open_run(args)
@@ -154,40 +154,32 @@ def _added_lines(answer: dict[str, Any]) -> list[str]:
 
 def cmd_hill_climb(args: argparse.Namespace) -> int:
     """Run the loop on the project; print its summary (JSON, or ``--table``)."""
+    from .._loop.hill_climb import HillClimb, Options, only_loop
+    from .._loop.hill_climb_record import LoopIncomplete
+    from .._project.spec import SpecError
     from .._project.way_on import LOOP_WORDS
 
     said = LOOP_WORDS.set(getattr(args, "words", None))  # its ways into a new run: the words typed
     try:
-        return _hill_climb(args)
-    finally:
-        LOOP_WORDS.reset(said)
-
-
-def _hill_climb(args: argparse.Namespace) -> int:
-    from .._loop.hill_climb import HillClimb, Options, only_loop
-    from .._loop.hill_climb_record import LoopIncomplete
-    from .._project.spec import SpecError
-
-    project = project_of(args)
-    spec_of(args)  # outside a project, say so before the loop starts
-    flags = {
-        f.name: getattr(args, f.name) for f in dataclasses.fields(Options) if f.name not in ("project", "log")
-    }
-    flags.update(
-        protected_paths=tuple(args.protected_paths or ()),
-        capabilities=tuple(c for c in (args.capabilities or "").split(",") if c.strip()),
-        writable=tuple(args.writable or ()),
-    )
-    options = Options(project=project, **flags)
-    with said_as(Refusal, SpecError):
-        loop = HillClimb(options)
-    try:
+        project = project_of(args)
+        spec_of(args)  # outside a project, say so before the loop starts
+        named = [f.name for f in dataclasses.fields(Options) if f.name not in ("project", "log")]
+        flags = {name: getattr(args, name) for name in named}
+        flags.update(
+            protected_paths=tuple(args.protected_paths or ()),
+            capabilities=tuple(c for c in (args.capabilities or "").split(",") if c.strip()),
+            writable=tuple(args.writable or ()),
+        )
+        with said_as(Refusal, SpecError):
+            loop = HillClimb(Options(project=project, **flags))
         with only_loop(loop.spec.project_dir):
             summary = loop.run()
-    except LoopIncomplete as exc:
+        return emit(args, summary, summary_lines, json_default=True)
+    except LoopIncomplete as exc:  # only the loop's run raises it
         print(f"capevolve hill-climb: incomplete: {exc}", file=sys.stderr)
         return exitcodes.LOOP_INCOMPLETE
-    return emit(args, summary, summary_lines, json_default=True)
+    finally:
+        LOOP_WORDS.reset(said)
 
 
 def summary_lines(summary: dict[str, Any]) -> list[str]:
@@ -208,9 +200,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
 def register(sub: Any) -> None:
     """The loop's commands on the ``capevolve`` parser."""
     from .._decide.gate import GATE_MODES
-    from .._loop.git_store import STORES
-    from .._loop.prompt import FOCUS_MODES
-    from .._project.spec import FOCUS_ALIASES
+    from .._project.spec import FOCUS_ALIASES, HILL_CLIMB_FOCUS, HILL_CLIMB_STORES
 
     work = sub.add_parser("work", help="work copies for an optimizer").add_subparsers(
         dest="action", required=True
@@ -285,7 +275,7 @@ def register(sub: Any) -> None:
     hc = sub.add_parser("hill-climb", help="the optimize loop: optimizer → guards → val gate → commit")
     loop_arguments(hc)
     hc.add_argument("--optimizer", metavar="CMD", help="'CMD … {workdir} … {prompt}'")
-    focus = (*FOCUS_MODES, *FOCUS_ALIASES)  # cap-evolve's `all-at-once` is `all`
+    focus = (*HILL_CLIMB_FOCUS, *FOCUS_ALIASES)  # cap-evolve's `all-at-once` is `all`
     hc.add_argument("--focus", choices=focus, help="which failing val tasks to aim at")
     hc.add_argument(
         "--signal",
@@ -312,7 +302,7 @@ def register(sub: Any) -> None:
     hc.add_argument("--capabilities", metavar="A,B", help="the allowed edit surface")
     hc.add_argument("--convergence", action="store_true", help="stop on a long plateau (stall ≥ 5)")
     hc.add_argument("-n", "--workers", type=int, default=0, help="xdist workers for each gate session")
-    hc.add_argument("--store", choices=STORES, help="where every candidate is committed")
+    hc.add_argument("--store", choices=HILL_CLIMB_STORES, help="where every candidate is committed")
     hc.add_argument("--store-commit-cmd", metavar="CMD", help="'CMD {msg} {dir} {tag}'")
     hc.add_argument("--instructions-file", type=Path, metavar="F", help="the prompt template")
     hc.add_argument("--optimizer-timeout", type=float, default=1800.0, metavar="S", help="seconds (1800)")

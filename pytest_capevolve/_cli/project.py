@@ -118,17 +118,14 @@ def _against_the_run(
 ) -> None:
     """What the next session of the current run refuses, said with its way on: a harness moved since the
     run locked it, a seed edited while the seed is the best. Read only: nothing written, nothing run."""
-    from .._project import harness
+    from .._loop.task_eval import harness_moved
     from .._project.candidate import SEED_TAG, CandidateError, content_hash
-    from .._store.readers.harness_lock import locked_harness
     from .._store.rundir import RunDir, RunDirError
 
     try:
         rundir = RunDir.resolve(spec.project_dir, run_id, create=False)
-        locked = locked_harness(rundir)
-        changed = harness.changes(locked, harness.of_project(spec, tasks.values())) if locked else []
-        if changed:
-            fail(harness.refusal(rundir.run_id, changed))
+        if (moved := harness_moved(spec, rundir, tasks)) is not None:
+            fail(moved)
             return
         if rundir.state.best() == SEED_TAG:  # the seed is registered again by the next session
             source = spec.capability_path
@@ -260,11 +257,9 @@ def cmd_import_cap_evolve(args: argparse.Namespace) -> int:
 
 def cmd_init(args: argparse.Namespace) -> int:
     """Write a runnable project into DIR, or import a cap-evolve one there."""
-    if args.from_cap_evolve is not None:
-        from .._loop.cap_evolve.importer import import_cap_evolve, render
-
-        emit(args, import_cap_evolve(args.from_cap_evolve, args.dir, None), None if args.json else render)
-        return exitcodes.OK
+    if args.from_cap_evolve is not None:  # `import-cap-evolve SRC DIR` by another name
+        given = argparse.Namespace(src=args.from_cap_evolve, dest=args.dir, run=None, json=args.json)
+        return cmd_import_cap_evolve(given)
     from .._project.scaffold import write_project
 
     written = write_project(args.dir.resolve())  # a file in the way: a Refusal, exit 2

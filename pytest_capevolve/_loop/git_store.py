@@ -15,11 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from .._project.candidate import iter_files
-from .._project.candidate import unified_diff as unified_diff  # capevolve diff's, kept here
 from .._project.spec import HILL_CLIMB_STORES
 from .._store.files import atomic_write_json, read_json
 
-STORES = HILL_CLIMB_STORES
 BEST_BRANCH = "best"
 LOG_BRANCH = "candidates"  # every candidate, in the order decided
 
@@ -135,7 +133,7 @@ def open_store(
     index = run_root / "hill_climb" / f"store-{kind}.json"  # what this kind of store holds
     make = STORE_KINDS.get(kind)
     if make is None:
-        raise StoreError(f"--store {kind!r}: use one of {', '.join(STORES)}")
+        raise StoreError(f"--store {kind!r}: use one of {', '.join(HILL_CLIMB_STORES)}")
     return make(run_root, index, command, cwd)
 
 

@@ -31,7 +31,7 @@ from .._decide.basis import Basis
 from .._policy import guards
 from .._policy.alpha.gate_settings import constant_run_note, run_loop_schedule
 from .._policy.booking.journal_entry import JOURNAL
-from .._project.candidate import SEED_TAG, handover_ignore
+from .._project.candidate import SEED_TAG, handover_ignore, unified_diff
 from .._project.harness import expand
 from .._project.spec import load_spec, resolve_spec_path
 from .._project.way_on import pasteable
@@ -43,7 +43,7 @@ from .._store.rundir import RUNS_DIR, RunDir, RunDirError
 from .._store.snapshots import writable_copy
 from ..exitcodes import Refusal
 from .diagnose import diagnose
-from .git_store import CandidateStore, StoreError, open_store, unified_diff
+from .git_store import CandidateStore, StoreError, open_store
 from .handover import clear_handover, failure_examples, new_work_copy, test_id_redactor, write_handover
 from .handover_docs import HILL_CLIMB
 from .hill_climb_options import (

@@ -13,13 +13,13 @@ from pathlib import Path
 
 from .._decide.alpha_budget import LOOP_SCHEDULE
 from .._policy.budget.spend import spend_report
-from .._project.spec import FOCUS_ALIASES, Spec
+from .._project.spec import FOCUS_ALIASES, HILL_CLIMB_FOCUS, Spec
 from .._project.yamlfile import YamlError, read_yaml
 from .._store.rundir import RunDir
 from ..exitcodes import Refusal
 from .diagnose import diagnose
 from .journal import proposals
-from .prompt import DEFAULT_INSTRUCTIONS, FOCUS_MODES, convergence, focus_tasks
+from .prompt import DEFAULT_INSTRUCTIONS, convergence, focus_tasks
 
 DEFAULT_OPTIMIZER_TIMEOUT = 1800.0
 # The split whose failures the optimizer is shown: val (the default) or train, so edits are not
@@ -107,8 +107,8 @@ def checked_focus(options: Options, spec: Spec) -> str:
     """The focus mode: the flag, else ``algorithm_focus``, else ``all`` (``all-at-once`` too)."""
     focus = options.focus or spec.algorithm_focus or "all"
     focus = FOCUS_ALIASES.get(focus, focus)
-    if focus not in FOCUS_MODES:
-        raise Refusal(f"--focus {focus!r}: use one of {', '.join(FOCUS_MODES)}")
+    if focus not in HILL_CLIMB_FOCUS:
+        raise Refusal(f"--focus {focus!r}: use one of {', '.join(HILL_CLIMB_FOCUS)}")
     return focus
 
 

@@ -15,6 +15,7 @@ from .. import _stats as stats
 from .._project.blocks import first_trial
 from .._project.spec import Spec
 from .._project.way_on import pasteable
+from .._show.numbers import num
 from .._stats.intervals import replicate_summary
 from .._store.readers.evidence import index_records, reward_matrix
 from .._store.rundir import RunDir
@@ -174,12 +175,6 @@ def _resolution(summary: Any, paired_se: float | None) -> tuple[str, str]:
 
 
 def render(answer: dict[str, Any]) -> list[str]:
-    def signed(value: Any) -> str:
-        return "—" if value is None else f"{value:+.4f}"
-
-    def plain(value: Any) -> str:
-        return "—" if value is None else f"{value:.4f}"
-
     lines = [f"capevolve multirep {answer['tag']!r} vs {answer['against']!r} — run {answer['run_id']}"]
     lines.append(f"{'block':>5}  {'tasks':>5}  {'coverage':>8}  {'Δ̄':>8}  {'paired SE':>9}")
     for row in answer["blocks"]:
@@ -189,18 +184,18 @@ def render(answer: dict[str, Any]) -> list[str]:
         mark = "" if row["used"] else f"  left out: {row['why']}"
         lines.append(
             f"{row['block']:>5}  {row['n_tasks']:>5}  {row['coverage']:>8.0%}  "
-            f"{signed(row['delta_mean']):>8}  {plain(row['paired_se']):>9}{mark}"
+            f"{num(row['delta_mean'], '+.4f'):>8}  {num(row['paired_se'], '.4f'):>9}{mark}"
         )
     across = answer["across"]
     lines.append(
-        f"across {across['blocks']} block(s): Δ̄ {signed(across['mean'])}, SE {plain(across['se'])}, "
-        f"signs +{across['positive']} −{across['negative']}"
+        f"across {across['blocks']} block(s): Δ̄ {num(across['mean'], '+.4f')}, SE "
+        f"{num(across['se'], '.4f')}, signs +{across['positive']} −{across['negative']}"
     )
     ratio = across["drift_ratio"]
     if ratio is not None:
         lines.append(
-            f"one run's Δ̄ moves by SD {plain(across['sd'])} from block to block; its paired SE says "
-            f"{plain(across['paired_se'])} (ratio {ratio:.2f}"
+            f"one run's Δ̄ moves by SD {num(across['sd'], '.4f')} from block to block; its paired SE says "
+            f"{num(across['paired_se'], '.4f')} (ratio {ratio:.2f}"
             + ("; run-to-run error the paired SE cannot see)" if ratio > 2 else ")")
         )
     lines.append(f"{answer['status']}: {answer['reason']}")

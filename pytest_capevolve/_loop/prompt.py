@@ -12,8 +12,6 @@ from string import Template
 from .._project.spec import HILL_CLIMB_FOCUS
 from .diagnose import DEFECT, MISSING, SOLID, UNSTABLE, TaskBand
 
-FOCUS_MODES = HILL_CLIMB_FOCUS
-
 # The plateau signal from ``stall`` (rejects in a row against the same best): each level asks
 # the next proposal for a different kind of edit; ``stop`` ends the loop under --convergence.
 CONVERGENCE_LEVELS = (("ok", 0), ("warn", 2), ("paradigm_shift", 3), ("stop", 5))
@@ -37,8 +35,8 @@ def focus_tasks(rows: Sequence[TaskBand], mode: str, iteration: int) -> list[str
     """The task ids iteration ``iteration`` (1-based) asks the optimizer to fix: ``all`` failing
     val tasks in val order; ``cyclic``, one, round-robin in val order; ``hardest-first``, one,
     by the parent's mean reward (ties by id), then cycling. Empty when nothing fails."""
-    if mode not in FOCUS_MODES:
-        raise ValueError(f"focus {mode!r}: use one of {', '.join(FOCUS_MODES)}")
+    if mode not in HILL_CLIMB_FOCUS:
+        raise ValueError(f"focus {mode!r}: use one of {', '.join(HILL_CLIMB_FOCUS)}")
     bad = [r for r in rows if r["band"] in (DEFECT, UNSTABLE)]  # always failing, or flaky
     if not bad:
         return []

@@ -110,13 +110,11 @@ def _check_affordable(spec: Spec, rundir: RunDir, planned: int) -> None:
         )
 
 
-def _check_harness(spec: Spec, rundir: RunDir, pool: dict[str, Any]) -> None:
+def harness_moved(spec: Spec, rundir: RunDir, pool: dict[str, Any]) -> str | None:
+    """Why the run's next session would refuse the project's harness (moved since the run locked it)."""
     locked = locked_harness(rundir)
-    if locked is None:
-        return
-    changed = harness.changes(locked, harness.of_project(spec, pool.values()))
-    if changed:
-        raise Refusal(harness.refusal(rundir.run_id, changed))
+    changed = harness.changes(locked, harness.of_project(spec, pool.values())) if locked is not None else []
+    return harness.refusal(rundir.run_id, changed) if changed else None
 
 
 def task_eval(
@@ -135,7 +133,8 @@ def task_eval(
         pool = load_tasks(adapter, spec.adapter)
     except AdapterError as exc:
         raise Refusal(str(exc)) from None
-    _check_harness(spec, rundir, pool)
+    if (moved := harness_moved(spec, rundir, pool)) is not None:
+        raise Refusal(moved)
     seeds = [spec.base_seed + DIAGNOSIS_SEED_BASE + k for k in range(trials)]
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="capevolve-task-eval-") as scratch:

@@ -22,9 +22,9 @@ def build(
 ) -> str:
     """The page for this run, as HTML text."""
     from .model import collect
-    from .page import render
+    from .page import render_parts
 
-    return render(collect(rundir, num_trials, measurement, val))
+    return "".join(render_parts(collect(rundir, num_trials, measurement, val)))
 
 
 def write_dashboard(

@@ -1,6 +1,6 @@
 """``dashboard.html``: one self-contained page — no network, no fonts, no library — that draws a run.
 
-Pure: :func:`render` turns a :class:`.model.Dashboard` into HTML. Untrusted text (task ids,
+Pure: :func:`render_parts` turns a :class:`.model.Dashboard` into HTML. Untrusted text (task ids,
 feedback, model output, reasons) is escaped everywhere it appears. A Content-Security-Policy
 allows nothing but this page's own style and its one tiny script (pinned by hash), so even
 text that got past the escaping could not load or run anything. The script carries no data: it
@@ -70,11 +70,6 @@ CSP = (
     f"default-src 'none'; style-src '{_sha256(STYLE)}'; script-src '{_sha256(SCRIPT)}'; "
     "img-src data:; base-uri 'none'; form-action 'none'"
 )
-
-
-def render(dash: Dashboard) -> str:
-    """The whole page as one string (deterministic: the same run gives the same bytes)."""
-    return "".join(render_parts(dash))
 
 
 def render_parts(dash: Dashboard) -> Iterator[str]:

@@ -250,11 +250,9 @@ def heatmap_parts(dash: Dashboard) -> Iterator[str]:
     ]
     parts.append(text(left, ly + 26, "0", "tick", "start"))
     parts.append(text(left + 154, ly + 26, "1  mean reward", "tick", "start"))
-    lx = left + 250
-    parts.append(f'<rect x="{f(lx)}" y="{f(ly)}" width="14" height="12" fill="url(#hatch-missing)"/>')
-    parts.append(text(lx + 20, ly + 10, "not evaluated", "tick"))
-    parts.append(f'<rect x="{f(lx + 120)}" y="{f(ly)}" width="14" height="12" fill="url(#hatch-infra)"/>')
-    parts.append(text(lx + 140, ly + 10, "infra errors only", "tick"))
+    for dx, hatch, label in ((250, "missing", "not evaluated"), (370, "infra", "infra errors only")):
+        rect = f'<rect x="{f(left + dx)}" y="{f(ly)}" width="14" height="12" fill="url(#hatch-{hatch})"/>'
+        parts += [rect, text(left + dx + 20, ly + 10, label, "tick")]
     if not dash.tags:
         parts.append(text(left, top, "no val rollouts yet", "empty"))
     parts.append("</svg>")
