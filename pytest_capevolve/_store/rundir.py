@@ -48,9 +48,10 @@ __all__ = ["RUNS_DIR", "RunDir", "RunDirError", "new_run_id"]
 
 
 def new_run_id(taken: Iterable[str] = ()) -> str:
-    """``YYYYmmdd-HHMMSS-xxxxxx``: sorts by creation, which is how "the newest run" is found (two
-    in one second get increasing suffixes, so the later still sorts last)."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    """``YYYYmmdd-HHMMSS-xxxxxx`` in UTC: sorts by creation, which is how "the newest run" and a
+    bytes' latest decision are found (local time sorts wrong across a clock change or a second
+    time zone; two in one second get increasing suffixes, so the later still sorts last)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     same_second = [int(t[-6:], 16) for t in taken if re.fullmatch(rf"{stamp}-[0-9a-f]{{6}}", t)]
     suffix = max(same_second) + 1 if same_second else secrets.randbelow(0x800000)
     return f"{stamp}-{suffix:06x}"
