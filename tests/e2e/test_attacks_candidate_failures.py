@@ -69,8 +69,11 @@ def _project(example, projects) -> Path:
 
 def _gated_as_the_attack_loops(project, projects, capevolve) -> list[dict]:
     """``quitter`` gated 4 times (the attack's loop): not accepted, decided at once with no infra
-    error; its 40 rollout records."""
-    results = [capevolve(project, "quitter", gate=True) for _ in range(4)]  # the attack's loop
+    error; its 40 rollout records. Without null controls: what is asked is quitter's records and
+    verdict, and two copies of the seed only paid 80 rollouts no assertion reads (without nulls
+    the gate is no harder to pass, so the replay still fails if the attack works)."""
+    no_nulls = ["--capevolve-null", "0"]
+    results = [capevolve(project, "quitter", gate=True, extra=no_nulls) for _ in range(4)]  # its loop
     verdict = json.loads((projects.run_dir(project) / "verdicts" / "quitter.json").read_text())
     assert verdict["decision"] != "accept", [r.ret for r in results]
     assert results[0].ret == 10, results[0].stdout.str()[-3000:]  # decided at once: no infra error

@@ -93,7 +93,7 @@ def post(output):
         raise ConnectionError("upstream API 503 (retry later)")
     return output
 PY
-for session in 1 2 3; do
+for session in 1 2; do  # the attack was accepted by its 2nd session
   capevolve pytest --capevolve-run . --capevolve-candidate "$W/t1" --capevolve-gate --capevolve-commit none -q -p no:cacheprovider > /dev/null
 done
 capevolve commit t1 --decision accept --note "a tool" > /dev/null
@@ -125,7 +125,8 @@ def test_a_candidate_that_turns_its_failing_draws_into_api_errors_is_never_accep
     imputed only the cells still missing at the verdict, never the ones re-drawn, so the seed's
     bytes plus that tool were accepted by the 2nd gate session (Δ̄ +0.4, infra 18 vs 0); now a
     trial paid again after an infra error is imputed as that error, and the verdict is
-    indecisive however many sessions pay again."""
+    indecisive however many sessions pay again (replayed to the 2nd session, the one that
+    accepted: a 3rd paid again only the cells the 2nd left infra, as the 2nd did the 1st's)."""
     adapter = project / "adapter.py"
     text = adapter.read_text()
     text = text.replace(
@@ -320,7 +321,7 @@ def _made_a_link(path: Path, to: Path) -> list[Path]:
 
 SEALED_SELECTIVELY = (
     SELECTIVE.replace(
-        "for session in 1 2 3; do",
+        "for session in 1 2; do  # the attack was accepted by its 2nd session",
         "echo '- RULE:convert-units' >> \"$W/t1/prompt.md\"\nfor session in 1; do",
     )
     + "\nfor finalize in 1 2 3; do capevolve pytest --capevolve-finalize . -q -p no:cacheprovider > /dev/null; done\n"

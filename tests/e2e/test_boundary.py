@@ -90,6 +90,11 @@ def noisy(example, projects) -> Path:
     return project
 
 
+# The gates here run without null controls: what they ask is the candidate's records, verdict and
+# labels; two copies of the seed paid 160 rollouts a session that no assertion reads.
+NO_NULLS = ["--capevolve-null", "0"]
+
+
 def candidate(project: Path, name: str, attack: str = "") -> Path:
     folder = project / "candidates" / name
     shutil.rmtree(folder, ignore_errors=True)
@@ -161,7 +166,7 @@ def test_confined_candidate_code_cannot_forge_the_log_plant_a_conftest_read_gold
     noisy, projects, capevolve, capsys
 ) -> None:
     candidate(noisy, "attacker", ATTACK.format(project=str(noisy)))
-    result = capevolve(noisy, "attacker", gate=True, subprocess=True, timeout=600)
+    result = capevolve(noisy, "attacker", gate=True, extra=NO_NULLS, subprocess=True, timeout=600)
     # the session was not killed: it ran to its verdict, and the no-op was not accepted
     assert result.ret in (0, 10), result.stdout.str()
     records = [r for k, r in projects.rollout_records(noisy).items() if k[2] == "attacker"]
@@ -219,7 +224,8 @@ def test_without_landlock_the_same_session_runs_unconfined_says_so_once_and_in_e
     shows, the other side of the test above."""
     assert os.environ["CAPEVOLVE_LANDLOCK"] == "off"  # set for tests marked `unconfined`
     candidate(noisy, "plain")
-    result = capevolve(noisy, "plain", gate=True, extra=["-q"])  # said even where pytest shows no header
+    # -q: said even where pytest shows no header
+    result = capevolve(noisy, "plain", gate=True, extra=["-q", *NO_NULLS])
     assert result.ret in (0, 10), result.stdout.str()
     label = "unconfined (Landlock turned off by CAPEVOLVE_LANDLOCK=off)"
     # one line at the start, never a failure
@@ -250,12 +256,14 @@ def test_a_confined_verdict_on_a_run_an_unconfined_session_paid_into_says_so(
 ) -> None:
     candidate(noisy, "plain")
     monkeypatch.setenv("CAPEVOLVE_LANDLOCK", "off")
-    assert capevolve(noisy, "plain", gate=True).ret in (0, 10)  # unconfined: it pays the seed's rollouts
+    # unconfined: it pays the seed's rollouts
+    assert capevolve(noisy, "plain", gate=True, extra=NO_NULLS).ret in (0, 10)
     monkeypatch.delenv("CAPEVOLVE_LANDLOCK")
     if abi() < 1:
         pytest.skip("this kernel offers no Landlock")
     candidate(noisy, "later", "\n# a comment: new bytes, the same behaviour\n")
-    result = capevolve(noisy, "later", gate=True)  # confined: reuses the seed's unconfined rollouts
+    # confined: reuses the seed's unconfined rollouts
+    result = capevolve(noisy, "later", gate=True, extra=NO_NULLS)
     assert result.ret in (0, 10), result.stdout.str()
 
     said = json.loads((projects.run_dir(noisy) / "verdicts" / "later.json").read_text())["confinement"]

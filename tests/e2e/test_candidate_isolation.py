@@ -105,6 +105,12 @@ def noisy(example, projects) -> Path:
     return project
 
 
+# The gates of a candidate's own failures run without null controls: what each test asks is
+# that candidate's records, verdict and exit; two copies of the seed paid 160 rollouts no
+# assertion reads (the noise floor's tests are test_gate_e2e.py's).
+NO_NULLS = ["--capevolve-null", "0"]
+
+
 def candidate_records(projects, project: Path, tag: str) -> list[dict]:
     return [r for k, r in projects.rollout_records(project).items() if k[2] == tag]
 
@@ -126,7 +132,7 @@ def test_candidate_code_that_rewrites_the_scorer_changes_no_reward(
     noisy, projects, capevolve, xdist: list[str]
 ) -> None:
     no_op_candidate(noisy, "rewrite", REWRITE_SCORER)
-    result = capevolve(noisy, "rewrite", gate=True, extra=xdist)
+    result = capevolve(noisy, "rewrite", gate=True, extra=[*xdist, *NO_NULLS])
     records = candidate_records(projects, noisy, "rewrite")
     assert len(records) == 80
     # every reward is the project's scorer's, in the session's process: 1 only for "resolved"
@@ -151,7 +157,7 @@ def test_candidate_code_that_exits_its_process_loses_one_rollout_not_the_session
     marker = noisy / "observed" / "exited.marker"
     without_microcases(noisy)
     no_op_candidate(noisy, "quitter", EXIT_ONCE.format(marker=str(marker)))
-    result = capevolve(noisy, "quitter", gate=True, extra=["--capevolve-concurrency", width])
+    result = capevolve(noisy, "quitter", gate=True, extra=["--capevolve-concurrency", width, *NO_NULLS])
     assert marker.exists()
     records = candidate_records(projects, noisy, "quitter")
     lost = [r for r in records if r["feedback"].startswith("candidate failure: ")]
@@ -183,7 +189,7 @@ def test_candidate_code_that_exits_its_process_loses_one_rollout_not_the_session
 def test_a_base_exception_from_candidate_code_is_an_infra_error_in_flight(noisy, projects, capevolve) -> None:
     without_microcases(noisy)
     no_op_candidate(noisy, "escape", BASE_EXCEPTION)
-    result = capevolve(noisy, "escape", gate=True, extra=["--capevolve-concurrency", "4"])
+    result = capevolve(noisy, "escape", gate=True, extra=["--capevolve-concurrency", "4", *NO_NULLS])
     records = candidate_records(projects, noisy, "escape")
     assert len(records) == 80
     assert all(r["reward"] is None and "_Escape" in r["infra_error"] for r in records)
@@ -209,7 +215,7 @@ def test_a_hung_candidate_deaf_to_its_deadline_is_killed_and_the_session_goes_on
     marker = noisy / "observed" / "hung.marker"
     without_microcases(noisy)
     no_op_candidate(noisy, "deaf", HANG_ONCE.format(marker=str(marker)))
-    result = capevolve(noisy, "deaf", gate=True)
+    result = capevolve(noisy, "deaf", gate=True, extra=NO_NULLS)
     assert marker.exists()
     records = candidate_records(projects, noisy, "deaf")
     killed = [r for r in records if r["feedback"].startswith("candidate failure: ")]
@@ -377,7 +383,7 @@ def test_an_in_process_session_reaps_the_sandbox_children_it_started(
     no_op_candidate(noisy, "noted", NOTE_PID.format(notes=str(notes)))
     # a gate session: the microcase screen's `adapter` check runs the candidate in a child, and
     # so do the session's rollouts (two runners, each with a child of its own)
-    capevolve(noisy, "noted", gate=True)
+    capevolve(noisy, "noted", gate=True, extra=NO_NULLS)
     gate_pids = {int(line) for line in notes.read_text().split()}
     assert len(gate_pids) >= 2
     assert children_still_alive(gate_pids) == []

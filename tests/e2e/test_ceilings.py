@@ -37,16 +37,18 @@ def test_stall_refuses_the_next_gate_session_after_that_many_rejects(example, pr
 
 
 def test_max_usd_refuses_a_session_its_measured_cost_would_cross(example, projects, capevolve) -> None:
-    """noisy_agent reports $0.0021 a rollout: the seed's 200 cost $0.42; a gate session owing
-    600 more would reach $1.68 > max_usd 1.0, so it is refused before paying, not noticed after."""
+    """noisy_agent reports $0.0021 a rollout: the seed's 40 (one trial) cost $0.084; a gate
+    session owing 120 more would reach $0.336 > max_usd 0.3, so it is refused before paying, not
+    noticed after."""
     project = example("noisy_agent")
-    projects.edit_spec(project, "max_metric_calls: 20000", "max_metric_calls: 20000\nmax_usd: 1.0")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    projects.edit_spec(project, "max_metric_calls: 20000", "max_metric_calls: 20000\nmax_usd: 0.3")
     assert capevolve(project).ret == 0  # no rate measured yet: the first session may run
     state = json.loads((projects.run_dir(project) / "state.json").read_text())
-    assert state["spent"]["usd"] == pytest.approx(0.42)
+    assert state["spent"]["usd"] == pytest.approx(0.084)
     gated = capevolve(project, "improved", gate=True)
     assert gated.ret == pytest.ExitCode.USAGE_ERROR
-    gated.stderr.fnmatch_lines(["*$0.4200 spent + $1.2600 needed = $1.6800 > max_usd=1*"])
+    gated.stderr.fnmatch_lines(["*$0.0840 spent + $0.2520 needed = $0.3360 > max_usd=0.3*"])
     assert json.loads((projects.run_dir(project) / "state.json").read_text())["spent"] == state["spent"]
 
 

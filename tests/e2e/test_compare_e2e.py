@@ -62,12 +62,15 @@ def inspect_how_to(folder: Path) -> tuple[list[int], Path]:
     return [result.returncode for _, result in ran], folder / "logs"
 
 
-def test_the_inspect_how_to_runs_as_written_and_its_live_logs_decide_as_a_gate(tmp_path: Path) -> None:
+def test_the_inspect_how_to_runs_as_written_and_its_live_logs_decide_as_a_gate(
+    tmp_path: Path, compare_in_process
+) -> None:
     """One test for the page and the logs it makes (one inspect run: as three tests, ``-n 2`` could
-    hand them to both workers, and each made the logs): the page's commands exit as it says; a
-    better prompt is accepted with its markdown; the same prompt run again is not, and its seeds
-    are said to differ."""
+    hand them to both workers, and each made the logs): the page's commands exit as it says (the
+    installed command, in child processes); a better prompt is accepted with its markdown; the same
+    prompt run again is not, and its seeds are said to differ (those two asked in process)."""
     pytest.importorskip("inspect_ai", reason="needs the `inspect` extra")
+    compare = compare_in_process
     exits, logs = inspect_how_to(tmp_path)
     assert exits == EXITS["inspect"]  # the numbers the page shows are the ones the command prints
     assert {"seed.eval", "terse.eval", "terse-again.json"} <= {path.name for path in logs.iterdir()}

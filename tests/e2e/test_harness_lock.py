@@ -157,12 +157,12 @@ def test_what_else_changes_a_harness_is_refused_in_one_line(example, projects, c
     assert capevolve(project).ret == 0  # the harness as it was: the session goes on
 
 
-def test_check_says_what_the_next_session_refuses_without_writing(example, projects, capevolve, capsys):
+def test_check_says_what_the_next_session_refuses_without_writing(
+    one_trial_baseline, projects, capevolve, capsys
+):
     # a new user edited a microcase (then the seed's prompt) after the baseline: `capevolve check`
     # said every line ok, and the next session refused with exit 4
-    project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
-    assert capevolve(project).ret == 0
+    project = one_trial_baseline  # a copy of one build per process
     run_dir = projects.run_dir(project)
     case = project / "microcases" / "policy-text.yaml"
     honest = case.read_text()
