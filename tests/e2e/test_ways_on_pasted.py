@@ -79,3 +79,22 @@ def test_a_failed_lines_id_pasted_without_the_spec_or_without_capevolve_says_wha
     again.stdout.fnmatch_lines([f"capevolve: {escape(failed)} is recorded already, so nothing is run*"])
     diagnose = shlex.split(err.split("`capevolve diagnose ", 1)[1].split("`")[0])
     assert run(capsys, "diagnose", *diagnose)[0] == 0
+
+
+def test_measure_of_an_older_run_names_the_finalize_of_that_run_not_of_the_newest(
+    example, projects, capevolve, capsys
+):
+    project = example("toy_calc")  # pytester's folder holds it: '.' is no project
+    assert capevolve(project).ret == 0
+    older = projects.run_dir(project)
+    assert capevolve(project, extra=["--capevolve-new-run"]).ret == 0
+    newest = projects.run_dir(project)
+
+    code, out, _ = run(capsys, "measure", str(project), "--run-id", older.name)
+
+    # before: "`capevolve measure --finalize` scores the test split once": no project, and the newest run
+    assert code == 0 and "test split sealed" in out, out
+    pasted = shlex.split(out.split("test split sealed: this table is val only; `", 1)[1].split("`")[0])
+    assert pasted[:2] == ["capevolve", "measure"], pasted
+    assert run(capsys, *pasted[1:])[0] == 0
+    assert (older / "seal.json").is_file() and not (newest / "seal.json").exists()
