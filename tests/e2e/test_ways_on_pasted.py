@@ -8,7 +8,7 @@ import shlex
 from glob import escape
 
 import pytest
-from cli_calls import run
+from cli_calls import hill_climb, run
 from fix_list_project import fixing, make_fix_list, split_ids
 
 
@@ -98,3 +98,24 @@ def test_measure_of_an_older_run_names_the_finalize_of_that_run_not_of_the_newes
     assert pasted[:2] == ["capevolve", "measure"], pasted
     assert run(capsys, *pasted[1:])[0] == 0
     assert (older / "seal.json").is_file() and not (newest / "seal.json").exists()
+
+
+def test_a_loops_new_run_note_names_the_finalize_that_keeps_this_runs_best_held_out(
+    example, projects, capevolve, capsys, pytester
+):
+    """The note names the one finalize that scores this run's accepted best held out: after
+    ``hill-climb --new-run``, the tutorial's ``pytest --capevolve-finalize .`` scored the new run
+    (its best still the seed), and the test tasks, sealed for the project, were spent on that."""
+    project = example("toy_calc")  # pytester's folder holds it: '.' is no project
+    assert capevolve(project, "careful", gate=True).ret == 0  # a one-shot gate: constant, 'careful' best
+    first = projects.run_dir(project)
+
+    code, _, err = hill_climb(capsys, project, "--optimizer", "true {workdir}", "--max-iterations", "1")
+
+    # before: the note named only `capevolve hill-climb … --new-run`, and nothing of this run's best
+    assert code == 0 and "this run's best 'careful' stays here" in err, err
+    pasted = shlex.split(err.split("score it before finalizing the new run (", 1)[1].split(")")[0])
+    assert pasted[0] == "pytest", pasted
+    scored = pytester.runpytest(*pasted[1:], "-p", "no:cacheprovider")
+    assert scored.ret == 0, scored.stdout.str()[-3000:]
+    assert json.loads((first / "seal.json").read_text())["best"]["tag"] == "careful"
