@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
 from glob import escape
 
 import pytest
@@ -119,3 +120,34 @@ def test_a_loops_new_run_note_names_the_finalize_that_keeps_this_runs_best_held_
     scored = pytester.runpytest(*pasted[1:], "-p", "no:cacheprovider")
     assert scored.ret == 0, scored.stdout.str()[-3000:]
     assert json.loads((first / "seal.json").read_text())["best"]["tag"] == "careful"
+
+
+def test_an_incomplete_loops_way_on_is_its_command_again_with_resume(example, projects, capsys, monkeypatch):
+    """An outage during a new run's baseline: the loop stops (exit 3) with the baseline's log and, now, the
+    command typed with ``--resume`` (it said no way on; a gate's said ``capevolve hill-climb --resume``,
+    which a spec without ``optimizer`` refuses: no --optimizer)."""
+    project = example("toy_calc")
+    adapter = project / "adapter.py"
+    adapter.write_text(
+        adapter.read_text().replace(
+            "        return Rollout(task_id=task.id, output=answer,",
+            "        if __import__('os').environ.get('TOY_OUTAGE'):\n"
+            "            return Rollout(task_id=task.id, output=None, error='API down')\n"
+            "        return Rollout(task_id=task.id, output=answer,",
+        )
+    )
+    optimizer = f"{sys.executable} optimizer.py {{workdir}} {{prompt}}"
+    monkeypatch.setenv("TOY_OUTAGE", "1")
+
+    code, _, err = hill_climb(capsys, project, "--new-run", "--optimizer", optimizer, "--max-iterations", "1")
+
+    assert code == 3 and "capevolve hill-climb: incomplete: the baseline session exited 12" in err, err
+    pasted = shlex.split(err.split("once its cause is fixed, ", 1)[1].split(" continues it")[0])
+    assert pasted[:3] == ["capevolve", "hill-climb", str(project)] and "--new-run" not in pasted, pasted
+    monkeypatch.delenv("TOY_OUTAGE")
+    code, out, err = run(capsys, *pasted[1:])
+    assert code == 0, err
+    assert (
+        len(json.loads(out)["iterations"]) == 1
+        and len(list((project / ".capevolve" / "runs").iterdir())) == 1
+    )
