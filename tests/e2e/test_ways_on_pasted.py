@@ -151,3 +151,23 @@ def test_an_incomplete_loops_way_on_is_its_command_again_with_resume(example, pr
         len(json.loads(out)["iterations"]) == 1
         and len(list((project / ".capevolve" / "runs").iterdir())) == 1
     )
+
+
+def test_checks_fail_on_a_changed_harness_names_the_new_run_command_that_then_passes(
+    example, projects, capevolve, capsys, pytester
+):
+    """`capevolve check` once the adapter changed since the run began: its FAIL line said "start a new run
+    (--capevolve-new-run)", a flag `check` does not take; it names the session that starts one."""
+    project = example("toy_calc")  # pytester's folder holds it: '.' is no project
+    assert capevolve(project).ret == 0
+    adapter = project / "adapter.py"
+    adapter.write_text(adapter.read_text() + "\n# the agent, changed\n")
+
+    code, out, _ = run(capsys, "check", str(project))
+
+    assert code == 1 and "FAIL  the harness changed since run " in out, out
+    pasted = shlex.split(out.split("start a new run (`", 1)[1].split("`")[0])
+    assert pasted[0] == "pytest", pasted
+    assert pytester.runpytest(*pasted[1:], "-p", "no:cacheprovider").ret == 0
+    code, out, _ = run(capsys, "check", str(project))
+    assert code == 0 and "the harness and the seed are the ones it measured" in out, out
