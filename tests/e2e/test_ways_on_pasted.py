@@ -171,3 +171,54 @@ def test_checks_fail_on_a_changed_harness_names_the_new_run_command_that_then_pa
     assert pytester.runpytest(*pasted[1:], "-p", "no:cacheprovider").ret == 0
     code, out, _ = run(capsys, "check", str(project))
     assert code == 0 and "the harness and the seed are the ones it measured" in out, out
+
+
+SHOUTING = """import random
+
+from pytest_capevolve import Rollout, Score, Task
+
+
+class Adapter:
+    def tasks(self, split):
+        words = "apple river stone cloud tiger lemon pearl maple ocean flame grass storm".split()
+        return [Task(id=f"w{i:02d}", input=w, target=w.upper()) for i, w in enumerate(words * 2)]
+
+    def run_target(self, task, ctx, *, seed):
+        from pathlib import Path
+
+        prompt = (Path(ctx) / "prompt.md").read_text()
+        chance = 0.0 if "lowercase" in prompt else 0.85 if "UPPERCASE" in prompt else 0.4
+        upper = random.Random(f"{seed}:{task.id}").random() < chance
+        return Rollout(output=task.input.upper() if upper else task.input, cost_usd=0.001)
+
+    def score(self, task, rollout):
+        return Score(reward=float(rollout.output == task.target), feedback="")
+"""
+
+
+def test_a_screen_kill_on_ceiling_names_the_basis_it_supports(pytester, capsys):
+    """A newcomer's project: a screen killed the candidate on `ceiling`; `--reject-basis screen_kill`
+    was refused with "Screen it (…)", which, pasted, kills it on `ceiling` again. It names the basis."""
+    project = pytester.path / "shouting"
+    (project / "capability").mkdir(parents=True)
+    (project / "capability" / "prompt.md").write_text("Repeat the word.\n")
+    (project / "worse").mkdir()
+    (project / "worse" / "prompt.md").write_text("Repeat the word in lowercase.\n")
+    (project / "adapter.py").write_text(SHOUTING)
+    (project / "capevolve.yaml").write_text("adapter: adapter.py:Adapter\ncapability_path: capability\n")
+    session = ["--capevolve-run", str(project), "-p", "no:cacheprovider", "-q"]
+    assert pytester.runpytest(*session).ret == 0
+    val = json.loads(next((project / ".capevolve" / "runs").glob("*/splits.json")).read_text())["val"]
+    screen = ["--capevolve-candidate", str(project / "worse"), "--capevolve-commit", "none"]
+    killed = pytester.runpytest(*session, *screen, "--capevolve-screen-ids", ",".join(val))
+    killed.stdout.fnmatch_lines(["*screen worse (ids, * tasks): KILL — ceiling*"])
+
+    code, _, err = run(
+        capsys, "commit", "worse", str(project), "--decision", "reject", "--reject-basis", "screen_kill"
+    )
+
+    # before: "Screen it (pytest … --capevolve-screen 1) or give the basis the record supports"
+    assert code == 2 and "its screen kills: ceiling. Book the ground it was killed on: `" in err, err
+    pasted = shlex.split(err.split("killed on: `", 1)[1].split("`")[0])
+    code, out, err = run(capsys, *pasted[1:])
+    assert code == 0 and json.loads(out)["basis"] == "ceiling", err
