@@ -34,7 +34,10 @@ _ROLLOUT_ID = re.compile(r"(?:(.*)::)?(?:train|val|test)::[^:]+\[(.+?)-(?:b\d+-)
 
 def _refuse_rollout_ids(config: pytest.Config) -> None:
     """A FAILED line's id pasted where no ``--capevolve-run`` collects it: say so, and what to type (pytest
-    alone says only "not found")."""
+    alone says only "not found"); ``--lf`` / ``--ff`` there get a line on the rollouts among the last
+    failures."""
+    if getattr(config.option, "lf", False) or getattr(config.option, "failedfirst", False):
+        config.pluginmanager.register(_LastFailedRollouts(), "capevolve-last-failed-rollouts")
     for arg in map(str, config.args):
         if (found := _ROLLOUT_ID.fullmatch(arg)) and not (found[1] or "").endswith(".py"):
             import shlex  # here: a plain pytest session imports nothing more for this check
@@ -48,6 +51,35 @@ def _refuse_rollout_ids(config: pytest.Config) -> None:
                 f"rollout is never drawn again, and `capevolve diagnose {found[2]} {project}` shows what "
                 "the failed ones did and why"
             )
+
+
+class _LastFailedRollouts:
+    """``--lf`` / ``--ff`` in a session without ``--capevolve-run``, when the last failures hold rollouts:
+    pytest says only "N known failures not in selected tests"; say what they are, and what to type."""
+
+    @staticmethod
+    def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
+        cache = getattr(config, "cache", None)
+        failed = cache.get("cache/lastfailed", {}) if cache is not None else {}
+        rollouts = [
+            m
+            for nodeid in sorted(failed)
+            if (m := _ROLLOUT_ID.fullmatch(nodeid)) and m[1] and not m[1].endswith(".py")
+        ]
+        if not rollouts:
+            return []
+        import shlex
+
+        from ._project.way_on import shown
+
+        first, tags = rollouts[0], sorted({m[2] for m in rollouts})
+        project = shlex.quote(shown((config.rootpath / first[1]).parent))
+        return [
+            f"capevolve: {len(rollouts)} of the last failures are rollouts of a capevolve run ({first[0]}"
+            f"{', …' if len(rollouts) > 1 else ''}), which only an evaluation session collects; a failed "
+            f"rollout is never drawn again: `capevolve diagnose {tags[0]} {project}` shows what the failed "
+            f"ones did and why{' (tags: ' + ', '.join(tags) + ')' if len(tags) > 1 else ''}"
+        ]
 
 
 def _split_option(value: str) -> str:

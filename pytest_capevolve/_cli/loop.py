@@ -176,10 +176,27 @@ def cmd_hill_climb(args: argparse.Namespace) -> int:
             summary = loop.run()
         return emit(args, summary, summary_lines, json_default=True)
     except LoopIncomplete as exc:  # only the loop's run raises it
-        print(f"capevolve hill-climb: incomplete: {exc}", file=sys.stderr)
+        print(f"capevolve hill-climb: incomplete: {_resumed(str(exc), getattr(args, "words", None))}", file=sys.stderr)
         return exitcodes.LOOP_INCOMPLETE
     finally:
         LOOP_WORDS.reset(said)
+
+
+def _resumed(said: str, words: list[str] | None) -> str:
+    """An incomplete loop's line with its way on as typed: the command again with ``--resume`` (its
+    ``--optimizer …`` kept: a bare ``capevolve hill-climb --resume`` is refused where the spec names no
+    optimizer; ``--new-run`` left out: a resume refuses it, and the new run is the current one by then)."""
+    if words is None:
+        return said
+    import shlex
+
+    kept = [w for w in words if not (len(name := w.split("=")[0]) > 2 and "--new-run".startswith(name))]
+    if not any(len(w) > 4 and "--resume".startswith(w) for w in kept):
+        kept.append("--resume")
+    resume = shlex.join(["capevolve", *kept])
+    if "capevolve hill-climb --resume" in said:
+        return said.replace("capevolve hill-climb --resume", resume)
+    return f"{said}; once its cause is fixed, {resume} continues it (what was paid is kept)"
 
 
 def summary_lines(summary: dict[str, Any]) -> list[str]:

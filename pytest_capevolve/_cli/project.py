@@ -120,12 +120,18 @@ def _against_the_run(
     run locked it, a seed edited while the seed is the best. Read only: nothing written, nothing run."""
     from .._loop.task_eval import harness_moved
     from .._project.candidate import SEED_TAG, CandidateError, content_hash
+    from .._project.way_on import pasteable
     from .._store.rundir import RunDir, RunDirError
 
+    # the session's refusal names its flag, to add to the command typed; here there is none: the command
+    new_run = pasteable(
+        "(`pytest --capevolve-run PROJECT --capevolve-new-run -q`, then `capevolve baseline PROJECT`)",
+        spec.project_dir,
+    )
     try:
         rundir = RunDir.resolve(spec.project_dir, run_id, create=False)
         if (moved := harness_moved(spec, rundir, tasks)) is not None:
-            fail(moved)
+            fail(moved.replace("(--capevolve-new-run)", new_run))
             return
         if rundir.state.best() == SEED_TAG:  # the seed is registered again by the next session
             source = spec.capability_path
@@ -133,7 +139,7 @@ def _against_the_run(
     except RunDirError:
         return  # no run yet (a damaged one is `capevolve verify`'s to say): nothing to compare
     except CandidateError as exc:
-        fail(str(exc))
+        fail(str(exc).replace("(--capevolve-new-run)", new_run))
         return
     ok(f"run {rundir.run_id}: the harness and the seed are the ones it measured")
 

@@ -24,6 +24,7 @@ from .common import (
     existing_project,
     human,
     open_run,
+    project_given,
     project_of,
     said_as,
     spec_of,
@@ -103,8 +104,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
         code = _finalize(args, spec, rundir)
     elif sealed:  # a look at the table must never spend the one test score
         print(
-            "test split sealed: this table is val only; `capevolve measure --finalize` scores the test "
-            "split once (the run then chooses no new best)",
+            f"test split sealed: this table is val only; `{_finalize_words(args, spec, rundir)}` scores "
+            "the test split once (the run then chooses no new best)",
             file=human(args),
         )
     result = measure(spec, rundir, train_note=train)
@@ -116,6 +117,18 @@ def cmd_measure(args: argparse.Namespace) -> int:
     answer = {**dataclasses.asdict(result), "report": report, "finalize_exit": code}
     emit(args, answer, lambda _: [*render_text(result), where])
     return code
+
+
+def _finalize_words(args: argparse.Namespace, spec: Any, rundir: RunDir) -> str:
+    """``capevolve measure --finalize`` for the project and run this table is of, as typed: pasted
+    elsewhere, or once a newer run is the current one, it still scores this run's test split."""
+    import shlex
+
+    from .._project.way_on import shown
+
+    words = ["capevolve", "measure", *([shown(spec.project_dir)] if project_given(args) else [])]
+    words += ["--run-id", rundir.run_id] if getattr(args, "run_id", None) else []
+    return shlex.join([*words, "--finalize"])
 
 
 def _train(args: argparse.Namespace, spec: Any, rundir: RunDir) -> str:

@@ -167,7 +167,7 @@ class HillClimb:
         rundir = self.rundir = self._baseline()
         note = constant_run_note(rundir, names_a_schedule(self.spec_path))
         if note is not None:
-            self.o.log(pasteable(note))
+            self.o.log(pasteable(note, self.spec.project_dir))
         check_signal(self.o, list((rundir.splits() or {}).get("train", [])))
         guards.refuse_finalized(rundir, guards.Checkpoint.HILL_CLIMB)
         try:

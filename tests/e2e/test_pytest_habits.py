@@ -174,3 +174,29 @@ def test_a_failed_lines_id_pasted_with_rerun_runs_that_rollout_under_the_fresh_t
     none = capevolve(project, "careful", extra=[typo, "--capevolve-rerun"])
     assert "is not in it" not in none.stdout.str()  # its candidate is given
     none.stdout.fnmatch_lines([f"* rollouts are missing (* deselected by node id {escape(repr(typo))}); *"])
+
+
+def test_last_failed_without_capevolve_says_the_failures_are_rollouts_and_what_to_type(
+    example, capevolve, pytester, capsys
+) -> None:
+    """``pytest --lf`` typed after a session, without ``--capevolve-run``: pytest said only "N known
+    failures not in selected tests" (exit 5); the line says what those are and names the command."""
+    from cli_calls import run
+
+    project = example("toy_calc")
+    args = [a for a in capevolve.args(project, "careful") if a not in ("-p", "no:cacheprovider")]
+    assert pytester.runpytest(*args).ret == 0
+
+    for flag in ("--lf", "--ff"):
+        plain = pytester.runpytest(flag)
+        assert plain.ret == pytest.ExitCode.NO_TESTS_COLLECTED, plain.stdout.str()
+        plain.stdout.fnmatch_lines(
+            [
+                "capevolve: * of the last failures are rollouts of a capevolve run (toy_calc/capevolve.yaml::val::*"
+            ]
+        )
+    line = next(line for line in plain.stdout.lines if line.startswith("capevolve: "))
+    pasted = shlex.split(line.split("`", 2)[1])
+    assert pasted[:2] == ["capevolve", "diagnose"], pasted
+    code, out, _ = run(capsys, *pasted[1:])
+    assert code == 0 and '"failing_rollouts"' in out, out

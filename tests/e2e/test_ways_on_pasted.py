@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
 from glob import escape
 
 import pytest
-from cli_calls import run
+from cli_calls import hill_climb, run
 from fix_list_project import fixing, make_fix_list, split_ids
 
 
@@ -79,3 +80,145 @@ def test_a_failed_lines_id_pasted_without_the_spec_or_without_capevolve_says_wha
     again.stdout.fnmatch_lines([f"capevolve: {escape(failed)} is recorded already, so nothing is run*"])
     diagnose = shlex.split(err.split("`capevolve diagnose ", 1)[1].split("`")[0])
     assert run(capsys, "diagnose", *diagnose)[0] == 0
+
+
+def test_measure_of_an_older_run_names_the_finalize_of_that_run_not_of_the_newest(
+    example, projects, capevolve, capsys
+):
+    project = example("toy_calc")  # pytester's folder holds it: '.' is no project
+    assert capevolve(project).ret == 0
+    older = projects.run_dir(project)
+    assert capevolve(project, extra=["--capevolve-new-run"]).ret == 0
+    newest = projects.run_dir(project)
+
+    code, out, _ = run(capsys, "measure", str(project), "--run-id", older.name)
+
+    # before: "`capevolve measure --finalize` scores the test split once": no project, and the newest run
+    assert code == 0 and "test split sealed" in out, out
+    pasted = shlex.split(out.split("test split sealed: this table is val only; `", 1)[1].split("`")[0])
+    assert pasted[:2] == ["capevolve", "measure"], pasted
+    assert run(capsys, *pasted[1:])[0] == 0
+    assert (older / "seal.json").is_file() and not (newest / "seal.json").exists()
+
+
+def test_a_loops_new_run_note_names_the_finalize_that_keeps_this_runs_best_held_out(
+    example, projects, capevolve, capsys, pytester
+):
+    """The note names the one finalize that scores this run's accepted best held out: after
+    ``hill-climb --new-run``, the tutorial's ``pytest --capevolve-finalize .`` scored the new run
+    (its best still the seed), and the test tasks, sealed for the project, were spent on that."""
+    project = example("toy_calc")  # pytester's folder holds it: '.' is no project
+    assert capevolve(project, "careful", gate=True).ret == 0  # a one-shot gate: constant, 'careful' best
+    first = projects.run_dir(project)
+
+    code, _, err = hill_climb(capsys, project, "--optimizer", "true {workdir}", "--max-iterations", "1")
+
+    # before: the note named only `capevolve hill-climb … --new-run`, and nothing of this run's best
+    assert code == 0 and "this run's best 'careful' stays here" in err, err
+    pasted = shlex.split(err.split("score it before finalizing the new run (", 1)[1].split(")")[0])
+    assert pasted[0] == "pytest", pasted
+    scored = pytester.runpytest(*pasted[1:], "-p", "no:cacheprovider")
+    assert scored.ret == 0, scored.stdout.str()[-3000:]
+    assert json.loads((first / "seal.json").read_text())["best"]["tag"] == "careful"
+
+
+def test_an_incomplete_loops_way_on_is_its_command_again_with_resume(example, projects, capsys, monkeypatch):
+    """An outage during a new run's baseline: the loop stops (exit 3) with the baseline's log and, now, the
+    command typed with ``--resume`` (it said no way on; a gate's said ``capevolve hill-climb --resume``,
+    which a spec without ``optimizer`` refuses: no --optimizer)."""
+    project = example("toy_calc")
+    adapter = project / "adapter.py"
+    adapter.write_text(
+        adapter.read_text().replace(
+            "        return Rollout(task_id=task.id, output=answer,",
+            "        if __import__('os').environ.get('TOY_OUTAGE'):\n"
+            "            return Rollout(task_id=task.id, output=None, error='API down')\n"
+            "        return Rollout(task_id=task.id, output=answer,",
+        )
+    )
+    optimizer = f"{sys.executable} optimizer.py {{workdir}} {{prompt}}"
+    monkeypatch.setenv("TOY_OUTAGE", "1")
+
+    code, _, err = hill_climb(capsys, project, "--new-run", "--optimizer", optimizer, "--max-iterations", "1")
+
+    assert code == 3 and "capevolve hill-climb: incomplete: the baseline session exited 12" in err, err
+    pasted = shlex.split(err.split("once its cause is fixed, ", 1)[1].split(" continues it")[0])
+    assert pasted[:3] == ["capevolve", "hill-climb", str(project)] and "--new-run" not in pasted, pasted
+    monkeypatch.delenv("TOY_OUTAGE")
+    code, out, err = run(capsys, *pasted[1:])
+    assert code == 0, err
+    assert (
+        len(json.loads(out)["iterations"]) == 1
+        and len(list((project / ".capevolve" / "runs").iterdir())) == 1
+    )
+
+
+def test_checks_fail_on_a_changed_harness_names_the_new_run_command_that_then_passes(
+    example, projects, capevolve, capsys, pytester
+):
+    """`capevolve check` once the adapter changed since the run began: its FAIL line said "start a new run
+    (--capevolve-new-run)", a flag `check` does not take; it names the session that starts one."""
+    project = example("toy_calc")  # pytester's folder holds it: '.' is no project
+    assert capevolve(project).ret == 0
+    adapter = project / "adapter.py"
+    adapter.write_text(adapter.read_text() + "\n# the agent, changed\n")
+
+    code, out, _ = run(capsys, "check", str(project))
+
+    assert code == 1 and "FAIL  the harness changed since run " in out, out
+    pasted = shlex.split(out.split("start a new run (`", 1)[1].split("`")[0])
+    assert pasted[0] == "pytest", pasted
+    assert pytester.runpytest(*pasted[1:], "-p", "no:cacheprovider").ret == 0
+    code, out, _ = run(capsys, "check", str(project))
+    assert code == 0 and "the harness and the seed are the ones it measured" in out, out
+
+
+SHOUTING = """import random
+
+from pytest_capevolve import Rollout, Score, Task
+
+
+class Adapter:
+    def tasks(self, split):
+        words = "apple river stone cloud tiger lemon pearl maple ocean flame grass storm".split()
+        return [Task(id=f"w{i:02d}", input=w, target=w.upper()) for i, w in enumerate(words * 2)]
+
+    def run_target(self, task, ctx, *, seed):
+        from pathlib import Path
+
+        prompt = (Path(ctx) / "prompt.md").read_text()
+        chance = 0.0 if "lowercase" in prompt else 0.85 if "UPPERCASE" in prompt else 0.4
+        upper = random.Random(f"{seed}:{task.id}").random() < chance
+        return Rollout(output=task.input.upper() if upper else task.input, cost_usd=0.001)
+
+    def score(self, task, rollout):
+        return Score(reward=float(rollout.output == task.target), feedback="")
+"""
+
+
+def test_a_screen_kill_on_ceiling_names_the_basis_it_supports(pytester, capsys):
+    """A newcomer's project: a screen killed the candidate on `ceiling`; `--reject-basis screen_kill`
+    was refused with "Screen it (…)", which, pasted, kills it on `ceiling` again. It names the basis."""
+    project = pytester.path / "shouting"
+    (project / "capability").mkdir(parents=True)
+    (project / "capability" / "prompt.md").write_text("Repeat the word.\n")
+    (project / "worse").mkdir()
+    (project / "worse" / "prompt.md").write_text("Repeat the word in lowercase.\n")
+    (project / "adapter.py").write_text(SHOUTING)
+    (project / "capevolve.yaml").write_text("adapter: adapter.py:Adapter\ncapability_path: capability\n")
+    session = ["--capevolve-run", str(project), "-p", "no:cacheprovider", "-q"]
+    assert pytester.runpytest(*session).ret == 0
+    val = json.loads(next((project / ".capevolve" / "runs").glob("*/splits.json")).read_text())["val"]
+    screen = ["--capevolve-candidate", str(project / "worse"), "--capevolve-commit", "none"]
+    killed = pytester.runpytest(*session, *screen, "--capevolve-screen-ids", ",".join(val))
+    killed.stdout.fnmatch_lines(["*screen worse (ids, * tasks): KILL — ceiling*"])
+
+    code, _, err = run(
+        capsys, "commit", "worse", str(project), "--decision", "reject", "--reject-basis", "screen_kill"
+    )
+
+    # before: "Screen it (pytest … --capevolve-screen 1) or give the basis the record supports"
+    assert code == 2 and "its screen kills: ceiling. Book the ground it was killed on: `" in err, err
+    pasted = shlex.split(err.split("killed on: `", 1)[1].split("`")[0])
+    code, out, err = run(capsys, *pasted[1:])
+    assert code == 0 and json.loads(out)["basis"] == "ceiling", err

@@ -191,6 +191,22 @@ def constant_run_note(rundir: RunDir, spec_names_one: bool) -> str | None:
         "this loop gates each candidate at the full α, so false accepts grow with the decisions (docs: α "
         f"across a run); for {LOOP_SCHEDULE}, start it in a new run: capevolve hill-climb --new-run (an "
         "accept of this run that its optimizer proposes again is adopted there, labelled with its level)"
+        + _unscored_best(rundir)
+    )
+
+
+def _unscored_best(rundir: RunDir) -> str:
+    """What a new run costs this run's accepted best while its test split is unscored: the test tasks are
+    sealed for the project, so the tutorial's finalize of the newest run would spend them on the new one."""
+    from ..._store.memory.seal import Seal
+
+    best = rundir.state.best()
+    if best == "seed" or Seal(rundir).burned() is not None:
+        return ""
+    return (
+        f"; this run's best {best!r} stays here, its test split unscored, and the test tasks are sealed "
+        "for the project: to report it held out, score it before finalizing the new run (pytest "
+        f"--capevolve-finalize PROJECT --capevolve-run-id {rundir.run_id})"
     )
 
 

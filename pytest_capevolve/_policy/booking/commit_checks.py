@@ -201,10 +201,23 @@ def check_screen_kill(rundir: RunDir, tag: str, basis: str) -> None:
     kills = [e for e in rundir.log.of_kinds(SCREEN) if e.get("tag") == tag and e.get("decision") == "kill"]
     if not any(e.get("basis") == wanted for e in kills):
         found = ", ".join(f"{e.get('basis')}" for e in kills) or "none"
+        # killed on the other ground: that basis, named (screening it again kills it on the same ground)
+        supported = [
+            b for b, ground in SCREEN_KILL_BASES.items() if any(e.get("basis") == ground for e in kills)
+        ]
+        way_on = (
+            pasteable(
+                f"book the ground it was killed on: `capevolve commit {tag} PROJECT --decision reject "
+                f"--reject-basis {supported[0]}`",
+                rundir.project_dir,
+            )
+            if supported
+            else f"Screen it ({evaluating(rundir, tag, '--capevolve-screen 1')}) or give the basis the "
+            "record supports"
+        )
         raise CommitRefused(
             f"--reject-basis {basis} needs a screen that killed {tag!r} on {wanted}; its screen kills: "
-            f"{found}. Screen it ({evaluating(rundir, tag, '--capevolve-screen 1')}) or give the basis the "
-            "record supports"
+            f"{found}. {way_on[0].upper()}{way_on[1:]}"
         )
 
 
