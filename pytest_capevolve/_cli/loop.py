@@ -176,7 +176,7 @@ def cmd_hill_climb(args: argparse.Namespace) -> int:
             summary = loop.run()
         return emit(args, summary, summary_lines, json_default=True)
     except LoopIncomplete as exc:  # only the loop's run raises it
-        print(f"capevolve hill-climb: incomplete: {_resumed(str(exc), getattr(args, "words", None))}", file=sys.stderr)
+        print(f"capevolve hill-climb: incomplete: {_resumed(str(exc), args.words)}", file=sys.stderr)
         return exitcodes.LOOP_INCOMPLETE
     finally:
         LOOP_WORDS.reset(said)
