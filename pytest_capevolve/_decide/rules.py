@@ -283,6 +283,11 @@ def _error_imbalance(x: CheckInput, decision: str) -> tuple[str, str] | None:
     """Infra errors that differ between the arms (or a redraw behind an accept): indecisive when worst-case
     imputation would flip the decision."""
     r, infra, first = x.rule, x.measured.infra_errors, x.first_attempts
+    if first is not None:  # a cell whose first draw failed in both arms was paid again as a pair (an
+        # outage, as far as the record shows): its new pair counts; candidate code that ends its failing
+        # draws in errors still faces the worst case wherever the best's first draw stood
+        both = np.isnan(first[0]) & np.isnan(first[1])
+        first = (np.where(both, r.candidate, first[0]), np.where(both, r.best, first[1]))
     redrawn = first is not None and bool(
         np.count_nonzero(np.isnan(first[0])) > np.count_nonzero(np.isnan(r.candidate))
     )

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from .. import exitcodes
 from .._decide.alpha_budget import shown_decision
-from .._decide.verdict import Verdict
+from .._decide.basis import UNRESOLVED
+from .._decide.verdict import INDECISIVE, Verdict
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
 from .._store.readers.evidence import Arm, ByTag, index_records
@@ -188,8 +189,19 @@ class EvaluationSession:
             from .gating import book_verdicts
 
             unbooked = [v for v in standing if booked_decision(self.rundir, v.tag) is None]
-            booked = book_verdicts(self.spec, self.rundir, [*decided, *unbooked], self.hooks)
+            owed = [v for v in decided if _owed_more(outcome, v)]
+            booked = book_verdicts(
+                self.spec, self.rundir, [v for v in [*decided, *unbooked] if v not in owed], self.hooks
+            )
             outcome.closing += [(line, {}) for line in booked]
+            outcome.closing += [
+                (
+                    f"{v.tag}: nothing booked — {v.basis}: the rollouts the infra errors left missing are "
+                    "owed; complete them (the command above) and the gate decides on them",
+                    {},
+                )
+                for v in owed
+            ]
             outcome.closing += [
                 (f"{v.tag}: nothing booked — already decided ({booked_decision(self.rundir, v.tag)})", {})
                 for v in standing
@@ -228,6 +240,16 @@ class EvaluationSession:
         for verdict in verdicts:
             lines += explain(verdict, figures, null_control=verdict.tag in nulls)
         return lines
+
+
+def _owed_more(outcome: Outcome, verdict: Verdict) -> bool:
+    """An indecisive verdict that the rollouts owed after infra errors could resolve: booking it would
+    decide the tag, and refuse the decision the session that completes them takes."""
+    return (
+        outcome.exit_code == exitcodes.INFRA_FAILURE
+        and verdict.decision == INDECISIVE
+        and (verdict.basis in UNRESOLVED)
+    )
 
 
 def preferences_judge(config: pytest.Config, rundir: RunDir) -> Prefer:

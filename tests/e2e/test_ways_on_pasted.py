@@ -222,3 +222,39 @@ def test_a_screen_kill_on_ceiling_names_the_basis_it_supports(pytester, capsys):
     pasted = shlex.split(err.split("killed on: `", 1)[1].split("`")[0])
     code, out, err = run(capsys, *pasted[1:])
     assert code == 0 and json.loads(out)["basis"] == "ceiling", err
+
+
+OUTAGE = """
+
+class Outage(FixList):
+    def run_target(self, task, ctx, *, seed):
+        import os
+
+        if task.id in os.environ.get("CAPEVOLVE_TEST_OUTAGE", "").split():  # an API down for these
+            return Rollout(task_id=task.id, output=None, error="API down")
+        return super().run_target(task, ctx, seed=seed)
+"""
+
+
+def test_an_outage_in_both_arms_leaves_the_decision_to_the_session_that_completes_it(
+    example, projects, capevolve, pytester, monkeypatch
+):
+    """A new user's trap: the outage session booked 'indecisive (coverage)', so the session its line
+    said to paste was refused ('already decided'); and that session saw '30 vs 0' infra errors (the
+    best's re-paid trials uncounted) and imputed both arms' failed first draws at worst: indecisive."""
+    project = make_fix_list(example, projects)
+    projects.add_adapter(project, OUTAGE, "adapter.py:Outage")
+    assert capevolve(project).ret == 0
+    val = split_ids(project, "val")
+    fixing(project, "big", val)
+    monkeypatch.setenv("CAPEVOLVE_TEST_OUTAGE", " ".join(val[:4]))  # a third of val, in every arm
+
+    outage = capevolve(project, "big", gate=True)
+
+    out = outage.stdout.str()
+    assert outage.ret == 12 and "big: nothing booked — coverage" in out, out[-3000:]
+    monkeypatch.delenv("CAPEVOLVE_TEST_OUTAGE")
+    completed = pytester.runpytest(*_pasted(out, "to complete only those, run:\n  "))
+    done = completed.stdout.str()
+    assert completed.ret == 0 and "big: booked accept" in done, done[-3000:]
+    assert json.loads((projects.run_dir(project) / "state.json").read_text())["best_id"] == "big"

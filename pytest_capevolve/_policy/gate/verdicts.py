@@ -148,6 +148,7 @@ class Evidence:
         )
         first = self._first_attempts(tag, candidate), self._first_attempts(against, best)
         infra_candidate += int(np.count_nonzero(np.isnan(first[0]) & ~np.isnan(candidate)))  # redrawn
+        infra_best += int(np.count_nonzero(np.isnan(first[1]) & ~np.isnan(best)))  # as the record counts them
         verdict = decide(
             candidate,
             best,
