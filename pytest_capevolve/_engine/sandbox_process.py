@@ -189,8 +189,15 @@ class Sandbox:
         try:
             boundary = self.owner.fence().boundary(self.candidate_dir, Path(scratch))
             argv = [sys.executable, *startup_hooks.child_flags(), "-c", CHILD]
+            # a session of its own: no controlling terminal, so candidate code cannot type into
+            # the user's shell (TIOCSTI on /dev/tty), which would run it outside the boundary
             proc = _ChildProcess(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True, env=scratch_env(scratch)
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                close_fds=True,
+                env=scratch_env(scratch),
+                start_new_session=True,
             )
         except (ValueError, OSError) as exc:  # a sandbox_writable that would open a hidden folder
             shutil.rmtree(scratch, ignore_errors=True)
