@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 from docs_commands import environment
 
+from pytest_capevolve._cli.main import main
+from pytest_capevolve._confine.landlock import abi
+
 # appended to the candidate's tools/reply.py, run by the adapter in every rollout: the closing line
 # says what typing into the terminal did
 TYPIST = """
@@ -110,4 +113,42 @@ def test_candidate_code_cannot_type_into_the_users_terminal(example, projects) -
     records = [r for k, r in projects.rollout_records(project).items() if k[2] == "typist"]
     said = {r["trace"]["reply"].rpartition(" | ")[2] for r in records}
     assert records and "typed" not in said, (project / "session.txt").read_text()[-3000:]
+    assert (project / "typed.txt").read_bytes() == b""
+
+
+# the agent's own attempt, run by `capevolve agent --` inside the boundary
+AGENT_TYPES = """
+import fcntl, os, termios
+fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+try:
+    for byte in b"touch TYPED\\n":
+        fcntl.ioctl(fd, termios.TIOCSTI, bytes([byte]))
+    print("typed")
+except OSError as exc:
+    print("not typed:", exc.strerror)
+"""
+
+
+@pytest.mark.attack(
+    "broker",
+    attack=(
+        "an agent inside `capevolve agent --` (which keeps the user's terminal, to talk to the user) "
+        "pushing `touch TYPED` into it with `TIOCSTI`: the shell ran it as typed once the agent "
+        "exited, outside the boundary (Landlock does not filter that ioctl)"
+    ),
+    outcome=(
+        "prevented: the launcher that confines the agent adds a seccomp filter refusing `TIOCSTI` "
+        "(EPERM) to it and all it starts (x86_64 and arm64)"
+    ),
+)
+@pytest.mark.skipif(
+    abi() < 1 or os.uname().machine not in ("x86_64", "aarch64"), reason="needs Landlock on x86_64 or arm64"
+)
+@pytest.mark.confined
+def test_a_confined_agent_cannot_type_into_the_users_terminal(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    assert main(["init", str(project)]) == 0
+    agent = f"capevolve agent -- {sys.executable} -c '{AGENT_TYPES}' > agent.txt 2>&1"
+    in_a_terminal(f"{agent}; {sys.executable} -c '{READ_TYPED}'", project)
+    assert "not typed: Operation not permitted" in (project / "agent.txt").read_text()
     assert (project / "typed.txt").read_bytes() == b""
