@@ -41,6 +41,53 @@ def command(boundary: Boundary, argv: list[str]) -> list[str]:
     return [sys.executable, "-m", __name__, json.dumps(boundary.as_json()), "--", *argv]
 
 
+# (audit arch, ioctl's number) for each way a process of this machine can call ioctl
+_IOCTL = {
+    "x86_64": ((0xC000003E, 16), (0xC000003E, 0x40000000 | 514), (0x40000003, 54)),  # x86_64, x32, i386
+    "aarch64": ((0xC00000B7, 29), (0x40000028, 54)),  # arm64, arm
+}
+_LD, _JEQ, _RET = 0x20, 0x15, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_RET|K
+_ALLOW, _EPERM = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+
+
+def no_typing() -> bool:
+    """Refuse this process and all it starts ``TIOCSTI`` (EPERM): an agent that keeps the user's
+    terminal could push a command into it for the shell to run, outside the boundary, once it
+    exits; Landlock does not filter that ioctl. A seccomp filter, after ``no_new_privs`` (set by
+    :func:`.landlock.confine`); False where this machine's calls are not known here."""
+    import ctypes
+    import termios
+
+    pairs = _IOCTL.get(os.uname().machine)
+    if pairs is None:
+        return False
+    allow, check = 1 + 3 * len(pairs), 2 + 3 * len(pairs)
+    program = [(_LD, 0, 0, 4)]  # the call's arch
+    for arch, number in pairs:
+        at = len(program) + 2  # this pair's last instruction
+        # another arch: on to the next pair (the arch still loaded); this one: ioctl, or allowed
+        program += [(_JEQ, 0, 2, arch), (_LD, 0, 0, 0), (_JEQ, check - at - 1, allow - at - 1, number)]
+    command_at = 24 if sys.byteorder == "little" else 28  # the low half of the call's 2nd argument
+    program += [(_RET, 0, 0, _ALLOW), (_LD, 0, 0, command_at), (_JEQ, 0, 1, termios.TIOCSTI)]
+    program += [(_RET, 0, 0, _EPERM), (_RET, 0, 0, _ALLOW)]
+
+    class Instruction(ctypes.Structure):
+        _fields_ = [
+            ("code", ctypes.c_uint16),
+            ("jt", ctypes.c_uint8),
+            ("jf", ctypes.c_uint8),
+            ("k", ctypes.c_uint32),
+        ]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(Instruction))]
+
+    instructions = (Instruction * len(program))(*(Instruction(*i) for i in program))
+    fprog = Program(len(program), instructions)
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) == 0  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+
+
 def main(args: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if args is None else args)
     if len(args) < 3 or args[1] != "--":
@@ -48,7 +95,9 @@ def main(args: list[str] | None = None) -> None:
     boundary = Boundary.from_json(json.loads(args[0]))
     argv = args[2:]
     state = confine(boundary)
-    if not state.confined:
+    if state.confined:
+        no_typing()
+    else:
         print(f"capevolve: running {argv[0]} {state.label}", file=sys.stderr)
     os.environ[CONFINEMENT_ENV] = json.dumps(state.as_json())
     try:

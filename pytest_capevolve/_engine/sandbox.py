@@ -134,8 +134,7 @@ class Sandboxes:
         if then is not None and inline:
             with contextlib.suppress(Exception):  # only a head start: the next item asks for it itself
                 then()
-        answer.replay()
-        return answer.scored
+        return answer.replay()
 
     def send_ahead(self, task: Task, folder: Path, *, seed: int, split: str, timeout_s: float | None) -> bool:
         """On the main thread: send the rollout :meth:`run` will be asked for next to its running,
@@ -154,8 +153,7 @@ class Sandboxes:
         sandbox = self._sandbox(folder)
         answer = await asyncio.wrap_future(sandbox.submit(ask))
         self._label(answer.scored, sandbox)
-        answer.replay()
-        return answer.scored
+        return answer.replay()
 
     def close(self) -> None:
         """End and reap every child (idempotent), when the session or command ends; ``atexit``,

@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import Future, InvalidStateError
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,15 +49,23 @@ class Answer:
     stderr: str = ""
     records: list[dict[str, Any]] = field(default_factory=list)
 
-    def replay(self) -> None:
-        """Write and log here what the rollout wrote and logged in the child."""
-        if self.stdout:
-            sys.stdout.write(self.stdout)
-        if self.stderr:
-            sys.stderr.write(self.stderr)
-        for fields in self.records:
-            record = logging.makeLogRecord(fields)
-            logging.getLogger(record.name).handle(record)
+    def replay(self) -> Scored:
+        """Write and log here what the rollout wrote and logged in the child; its scored rollout,
+        the candidate's failure when what it sent cannot be replayed (a record whose name or line
+        is no text or number raised here, and the item left no record: a failing draw unrecorded
+        is paid again, a re-roll the candidate chose)."""
+        try:
+            if self.stdout:
+                sys.stdout.write(self.stdout)
+            if self.stderr:
+                sys.stderr.write(self.stderr)
+            for fields in self.records:
+                record = logging.makeLogRecord(fields)
+                logging.getLogger(record.name).handle(record)
+        except Exception as exc:
+            said = f"the sandbox process sent output or a log record this process cannot replay ({exc!r})"
+            self.scored = replace(self.scored, rollout=None, reward=None, infra_error=None, caused=said)
+        return self.scored
 
 
 def lost_answer(message: str, seconds: float = 0.0) -> Answer:
@@ -181,8 +189,15 @@ class Sandbox:
         try:
             boundary = self.owner.fence().boundary(self.candidate_dir, Path(scratch))
             argv = [sys.executable, *startup_hooks.child_flags(), "-c", CHILD]
+            # a session of its own: no controlling terminal, so candidate code cannot type into
+            # the user's shell (TIOCSTI on /dev/tty), which would run it outside the boundary
             proc = _ChildProcess(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True, env=scratch_env(scratch)
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                close_fds=True,
+                env=scratch_env(scratch),
+                start_new_session=True,
             )
         except (ValueError, OSError) as exc:  # a sandbox_writable that would open a hidden folder
             shutil.rmtree(scratch, ignore_errors=True)

@@ -307,8 +307,15 @@ class RolloutItem(LeanItem):
         # sent ahead: its stamp was taken before it was sent, as here before a run
         candidate_dir, stamp = ahead if ahead is not None else self._snapshot(context)
         run = self._in_flight if context.inflight is not None else self._run_here
-        scored = measured(*run(context, candidate_dir, stamp))
-        self._fail_as_recorded(self._record(context, scored), context.spec.success_threshold)
+        try:
+            record = self._record(context, measured(*run(context, candidate_dir, stamp)))
+        except Exception as exc:
+            # what came back made this process raise (an output too deep or a number too long to
+            # record, a cost no float holds): an infra error on the record, never a rollout left
+            # unrecorded, which the gate would pass over and the next session draw afresh
+            said = f"the rollout could not be recorded: {type(exc).__name__}: {exc}"[:500]
+            record = self._record(context, Scored(rollout=None, infra_error=said))
+        self._fail_as_recorded(record, context.spec.success_threshold)
 
     def _skip_unpaid(self, context: EvalContext) -> None:
         """Before paying: a tag the sequential gate decided, a task of another pool, a stopped controller."""

@@ -54,8 +54,10 @@ def optimizer_boundary(
     spec: Spec, writable: Iterable[Path], readable: Iterable[Path] = (), also_writable: Iterable[Path] = ()
 ) -> Boundary:
     """The boundary of an optimizer that may write ``writable`` and ``also_writable`` (checked:
-    :func:`checked_writable`) and read ``readable`` (its prompt, say) besides the project."""
-    hidden = (spec.project_dir.resolve() / RUNS_FOLDER, *gold_files(spec))
+    :func:`checked_writable`) and read ``readable`` (its prompt, say) besides the project; the
+    run dir, the gold files and a shared ledger (which lists the sealed test ids) hidden."""
+    ledger = () if spec.shared_ledger is None else (spec.shared_ledger,)
+    hidden = (spec.project_dir.resolve() / RUNS_FOLDER, *gold_files(spec), *ledger)
     extra = checked_writable(spec, also_writable)
     return Boundary(
         writable=tuple(Path(p) for p in (*writable, *extra)),

@@ -238,3 +238,82 @@ def test_a_candidate_that_touches_its_snapshot_on_a_failing_answer_keeps_those_f
     )
     records = _gated_as_the_attack_loops(project, projects, capevolve)
     assert [r for r in records if r["output"] == "escalated"]  # the attack ran on failing answers
+
+
+# appended to the candidate's tools/reply.py: a failing answer logs a record whose logger name is
+# no text (anything goes inside the child); the scoring process raised replaying it, and the item
+# ended with no record at all: a rollout the gate passed over, drawn afresh by the next session
+UNREPLAYABLE_ON_FAILURE = QUIT_ON_FAILURE.replace(
+    "    _os._exit(0)",
+    """    import logging as _logging
+
+    _record = _logging.LogRecord("agent", _logging.WARNING, "reply.py", 1, "retrying", None, None)
+    _record.name = 7
+    _logging.getLogger().handle(_record)""",
+)
+
+
+@pytest.mark.attack(
+    "candidate-code",
+    attack=(
+        "with an agent that does not reproduce its draws, candidate code that logs, on each failing "
+        "answer, a record the scoring process cannot replay (a logger name that is no text): the item "
+        "raised, its rollout had no record, and the gate passed over it, drawn afresh by the next "
+        "session, confined or not (a no-op accepted by its 2nd session, p = 1.5e-05)"
+    ),
+    outcome=(
+        "prevented: an answer whose output or log records the scoring process cannot replay is the "
+        "candidate's failure — reward 0, `candidate failure: …`, never paid again"
+    ),
+)
+def test_a_log_record_the_scorer_cannot_replay_books_the_failing_answer(example, projects, capevolve) -> None:
+    project = _project(example, projects)
+    (project / "candidates" / "quitter" / "tools" / "reply.py").write_text(
+        (project / "capability" / "tools" / "reply.py").read_text() + UNREPLAYABLE_ON_FAILURE
+    )
+    records = _gated_as_the_attack_loops(project, projects, capevolve)
+    failed = [r for r in records if r["feedback"].startswith("candidate failure: ")]
+    assert failed and all(r["reward"] == 0.0 and "cannot replay" in r["feedback"] for r in failed)
+
+
+# appended to the candidate's tools/reply.py: a failing answer's trace holds an int of 5,000
+# digits (the adapter's Rollout swapped in the module the adapter runs in, inside the child),
+# which the scoring process cannot write as JSON: the item raised and left no record
+UNRECORDABLE_ON_FAILURE = QUIT_ON_FAILURE.replace(
+    "    _os._exit(0)",
+    """    _real = _frame.f_globals.setdefault("_real_rollout", _frame.f_globals["Rollout"])
+    _frame.f_globals["Rollout"] = lambda **fields: _real(**{**fields, "trace": {"n": 10**5000}})
+elif _frame is not None and "_real_rollout" in _frame.f_globals:
+    _frame.f_globals["Rollout"] = _frame.f_globals["_real_rollout"]""",
+)
+
+
+@pytest.mark.attack(
+    "candidate-code",
+    attack=(
+        "with an agent that does not reproduce its draws, candidate code that puts, on each failing "
+        "answer, a value in its rollout the scoring process cannot record (an int of 5,000 digits, a "
+        "list nested 5,000 deep): its item raised and left no record, which the gate passed over (a "
+        "no-op accepted by its first session, 38 of 90 rollouts gone, p = 3.1e-05)"
+    ),
+    outcome=(
+        "prevented: a rollout that cannot be recorded is recorded as an infra error naming why (missing "
+        "data: against an accept, imputed as the failure it was), never left without a record"
+    ),
+)
+def test_a_rollout_the_scorer_cannot_record_is_an_infra_error_not_a_vanished_draw(
+    example, projects, capevolve
+) -> None:
+    project = _project(example, projects)
+    (project / "candidates" / "quitter" / "tools" / "reply.py").write_text(
+        (project / "capability" / "tools" / "reply.py").read_text() + UNRECORDABLE_ON_FAILURE
+    )
+    first = capevolve(project, "quitter", gate=True)
+    records = [r for k, r in projects.rollout_records(project).items() if k[2] == "quitter"]
+    assert len(records) == 40, first.stdout.str()[-3000:]  # every rollout has its record
+    said = "the rollout could not be recorded: ValueError"
+    unrecorded = [r for r in records if (r["infra_error"] or "").startswith(said)]
+    assert unrecorded and all(r["reward"] is None for r in unrecorded), first.stdout.str()[-3000:]
+    results = [first, *(capevolve(project, "quitter", gate=True) for _ in range(3))]  # the attack's loop
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "quitter.json").read_text())
+    assert verdict["decision"] != "accept", [r.ret for r in results]

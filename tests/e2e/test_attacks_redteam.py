@@ -491,3 +491,33 @@ def test_a_candidate_named_for_its_precomputed_draws_is_not_accepted(example, pr
     capevolve(project, "v44604", gate=True)
     verdict = json.loads((projects.run_dir(project) / "verdicts" / "v44604.json").read_text())
     assert verdict["decision"] != "accept", verdict["reason"]
+
+
+@pytest.mark.attack(
+    "broker",
+    attack=(
+        "an agent inside `capevolve agent --` in a project whose spec names a `shared_ledger` (outside "
+        "the project): `cat ../ledger.jsonl` printed every sealed test id (`test_ids`) the project's "
+        "finalize wrote there, ids the handover, `check` and `eval-task` never name (the project's own "
+        "copy, under `.capevolve/`, was hidden)"
+    ),
+    outcome=(
+        "prevented: the shared ledger is hidden from the optimizer (`capevolve agent`, hill-climb's "
+        "optimizer) as from candidate code; the broker, outside, still reads it"
+    ),
+)
+@needs_landlock
+@pytest.mark.confined
+def test_a_confined_agent_cannot_read_the_sealed_test_ids_in_a_shared_ledger(project: Path) -> None:
+    spec = project / "capevolve.yaml"
+    spec.write_text(spec.read_text() + "shared_ledger: ../ledger.jsonl\n")
+    assert main(["baseline", str(project)]) == 0
+    finalize = ["capevolve", "pytest", "--capevolve-finalize", ".", "-q", "-p", "no:cacheprovider"]
+    subprocess.run(finalize, cwd=project, env=environment(), capture_output=True, check=False)
+    ledger = (project.parent / "ledger.jsonl").read_text()
+    sealed = json.loads(ledger.splitlines()[-1])["test_ids"]
+    assert sealed  # the finalize wrote the test ids there
+
+    done = agent(project, 'cat ../ledger.jsonl; echo "read: $?"')
+    assert "read: 1" in done.stdout and "Permission denied" in done.stderr, done.stdout + done.stderr
+    assert not [task for task in sealed if task in done.stdout]
