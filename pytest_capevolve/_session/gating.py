@@ -26,7 +26,7 @@ from .._project.way_on import pasteable
 from .._store.log.event_kinds import GATE_DECISION, NULL_GATED
 from .._store.readers.evidence import ByTag
 from .._store.rundir import RunDir
-from .outcome import NO_HOOKS, SessionHooks
+from .outcome import SessionHooks
 
 if TYPE_CHECKING:
     from .evaluation import EvaluationSession
@@ -248,9 +248,7 @@ def repeat_line(spec: Spec, rundir: RunDir, verdict: Verdict) -> str:
     return f"{verdict.tag}: nothing booked — repeat of {details.get('repeats')!r} (accepted{at}{adopt or ''}"
 
 
-def book_verdicts(
-    spec: Spec, rundir: RunDir, verdicts: list[Verdict], hooks: SessionHooks = NO_HOOKS
-) -> list[str]:
+def book_verdicts(spec: Spec, rundir: RunDir, verdicts: list[Verdict], hooks: SessionHooks) -> list[str]:
     """Book each verdict in order; a line each saying what was booked, or why not."""
     lines = []
     for verdict in verdicts:

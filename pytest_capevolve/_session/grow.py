@@ -25,7 +25,7 @@ from .._store.log.event_kinds import GROW_STARTED, GROWN
 from .._store.readers.evidence import index_records
 from .._store.rundir import RunDir, RunDirError
 from .gating import booked_as
-from .outcome import NO_HOOKS, Outcome, SessionHooks
+from .outcome import Outcome, SessionHooks
 from .persistence import Persistence, record_finish, summarize
 from .plan_build import build_plan, valid_column_keys
 from .planning import Planned, frozen_ids, planned_at, source_of
@@ -194,8 +194,8 @@ class GrowSession:
     planned: GrowPlanned
     persistence: Persistence
     commit: str
-    veto_regressions: bool = False
-    hooks: SessionHooks = NO_HOOKS
+    veto_regressions: bool
+    hooks: SessionHooks
 
     def conclude(self) -> Outcome:
         spec, rundir, planned = self.spec, self.rundir, self.planned
