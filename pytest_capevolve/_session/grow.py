@@ -6,7 +6,7 @@ holds), then gates again at the pooled n at this look's level; at most ``grow_ma
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,6 @@ class GrowPlanned(Planned):
     tag: str = ""
     look: int = 2  # the look this grow's verdict is decided at
     decision_alpha: Fraction = Fraction(1, 20)
-    val_ids: list[str] = field(default_factory=list)
 
 
 def grow_target(rundir: RunDir, value: str) -> tuple[str, Path]:
@@ -173,7 +172,6 @@ def plan_grow(spec: Spec, rundir: RunDir, pool_ids: list[str], value: str) -> Gr
         tag=tag,
         look=look + 1,
         decision_alpha=_decision_alpha(verdict),
-        val_ids=val_ids,
     )
 
 

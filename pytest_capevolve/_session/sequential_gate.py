@@ -177,11 +177,12 @@ class SequentialGate:
 
         def ordered(tag: str, verdict: Verdict) -> Verdict:
             sequential = {**verdict.details.get("sequential", {}), "order": self.order(tag)}
+            digest = self.plan.candidate(tag).content_hash
             sequential["order_from"] = {
                 "derivation": task_order.DERIVATION,
-                "content_hash": self.content_hash(tag),
+                "content_hash": digest,
                 "secret_sha256": self.rundir.order_secret.recorded(),
-                "nonce": self.rundir.order_secret.logged_nonce(self.content_hash(tag)),
+                "nonce": self.rundir.order_secret.logged_nonce(digest),
             }
             return replace(verdict, details={**verdict.details, "sequential": sequential})
 
@@ -189,9 +190,6 @@ class SequentialGate:
         floor = null_deltas(nulls)
         candidates = [ordered(tag, one(tag, floor)) for tag in self.gated if tag not in null_tags]
         return nulls, candidates
-
-    def content_hash(self, tag: str) -> str | None:
-        return next((c.content_hash for c in self.plan.candidates if c.tag == tag), None)
 
     def summary(self) -> list[str]:
         lines = []
