@@ -156,17 +156,14 @@ class SequentialGate:
         def one(tag: str, floor: list[float | Fraction] | None) -> Verdict:
             decision = self.track(tag)
             level = replace(config, alpha=decision.alpha.alpha)
-            if decision.decided or interrupted:
-                seen = self.prefix(tag, decision.state.tasks)
-                evidence = Evidence.of_run(self.spec, self.rundir, by_tag, seen, self.plan.num_trials)
-                verdict = evidence.judge(tag, self.best, level, floor)
-                if decision.decided:
-                    return seqgate.early_verdict(verdict, decision, veto_regressions=config.veto_regressions)
-                return seqgate.undecided_verdict(verdict, decision)
-            evidence = Evidence.of_run(
-                self.spec, self.rundir, by_tag, self.plan.task_ids, self.plan.num_trials
-            )
+            early = decision.decided or interrupted
+            seen = self.prefix(tag, decision.state.tasks) if early else self.plan.task_ids
+            evidence = Evidence.of_run(self.spec, self.rundir, by_tag, seen, self.plan.num_trials)
             verdict = evidence.judge(tag, self.best, level, floor)
+            if decision.decided:
+                return seqgate.early_verdict(verdict, decision, veto_regressions=config.veto_regressions)
+            if interrupted:
+                return seqgate.undecided_verdict(verdict, decision)
             numerator, denominator = seq.exhaustion_p(
                 np.asarray(self.deltas(tag, self.order(tag))),
                 alpha_efficacy=float(decision.alpha.efficacy),
