@@ -61,8 +61,7 @@ def judge(
         late = {tag: found for tag in siblings if (found := standing_verdict(rundir, tag)) is not None}
         undecided = [tag for tag in siblings if tag not in late]
         nulls, verdicts, files = _judged_round(session, evidence, repaid, undecided, warnings)
-    for written, path in files:
-        session.hooks.verdict_written(written, path)
+    session.hooks.verdicts_written(files)
     return nulls, verdicts, late
 
 

@@ -130,11 +130,12 @@ class SessionHooks:
     def write_verdict(self, rundir: RunDir, verdict: dict[str, Any], *, replacing: bool = False) -> Path:
         """Write a verdict file, then ``pytest_capevolve_verdict_written`` (``replacing``: a grow)."""
         path = rundir.verdicts.write_verdict(verdict, replacing=replacing)
-        self.verdict_written(verdict, path)
+        self.verdicts_written([(verdict, path)])
         return path
 
-    def verdict_written(self, verdict: dict[str, Any], path: Path) -> None:
-        self.config.hook.pytest_capevolve_verdict_written(config=self.config, verdict=verdict, path=path)
+    def verdicts_written(self, files: list[tuple[dict[str, Any], Path]]) -> None:
+        for verdict, path in files:
+            self.config.hook.pytest_capevolve_verdict_written(config=self.config, verdict=verdict, path=path)
 
     def booked_line(
         self, spec: Spec, rundir: RunDir, tag: str, decision: str, basis: str | None, note: str, written: str
