@@ -151,9 +151,7 @@ class ScreenSession:
         # no verdict file — the refusal is shown and logged; a gate session books it
         outcome.verdicts += self.refusals
         if self.refusals:
-            outcome.exit_code = (
-                exitcodes.INDECISIVE if self.refusals[0].decision == "indecisive" else exitcodes.REJECTED
-            )
+            outcome.exit_code = exitcodes.for_decisions([self.refusals[0].decision])
             outcome.say(
                 f"{planned.tag}: refused before any rollout, so not screened (a screen writes no verdict and "
                 "books nothing); fix it, or gate it (--capevolve-gate) to book the refusal",
