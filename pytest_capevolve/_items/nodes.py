@@ -32,7 +32,7 @@ from .._store.rollouts.record import RECORD_PROPERTY, RolloutRecord, remember_de
 from .._store.rundir import RUNS_DIR
 from .._store.sessions import markers
 from .._store.sessions.markers import ControllerWatch
-from .plan import EvalPlan, PlannedCandidate, RolloutKey
+from .plan import EvalPlan, RolloutKey
 
 INFRA_PREFIX = "INFRA ERROR (missing data, not a reward of 0): "
 SEQUENTIAL_SKIP = "sequential gate stopped"
@@ -175,16 +175,13 @@ class EvalContext:
         and its stamp, its bytes checked (:mod:`.._engine.candidate_bytes`); else CandidateMismatch."""
         where = self._where.get(tag)
         if where is None:  # resolved once per tag: two realpath walks were a tenth of a no-op rollout
-            planned, project = self.planned(tag), self.spec.project_dir
+            planned, project = self.plan.candidate(tag), self.spec.project_dir
             where = self._where[tag] = (
                 planned.resolve(project),
                 planned.resolve_source(project),
                 planned.content_hash,
             )
         return self.candidate_bytes.folder(tag, *where)
-
-    def planned(self, tag: str) -> PlannedCandidate:
-        return next(c for c in self.plan.candidates if c.tag == tag)
 
 
 def booked_cost(scored: Scored) -> float:
@@ -441,7 +438,7 @@ def rollout_record(scored: Scored, key: RolloutKey, context: EvalContext) -> Rol
         tag=key.tag,
         trial=key.trial,
         seed=context.plan.seed_for(key.trial),
-        candidate_hash=context.planned(key.tag).content_hash,
+        candidate_hash=context.plan.candidate(key.tag).content_hash,
         input=plain(task.input),
         reward=scored.reward,
         passed=None if scored.reward is None else scored.reward >= context.spec.success_threshold,
@@ -450,7 +447,7 @@ def rollout_record(scored: Scored, key: RolloutKey, context: EvalContext) -> Rol
         metrics=plain(scored.metrics),
         output=None if rollout is None else plain(rollout.output),
         trace=None if rollout is None else plain(rollout.trace),
-        cost_usd=0.0 if rollout is None else float(rollout.cost_usd or 0.0),
+        cost_usd=booked_cost(scored),
         tokens=0 if rollout is None else int(rollout.tokens or 0),  # checked by the runner
         seconds=scored.seconds,
         judge=scored.judge,

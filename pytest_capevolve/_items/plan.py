@@ -86,6 +86,9 @@ class EvalPlan:
     def tags(self) -> set[str]:
         return {c.tag for c in self.candidates}
 
+    def candidate(self, tag: str) -> PlannedCandidate:
+        return next(c for c in self.candidates if c.tag == tag)
+
     def all_keys(self) -> list[RolloutKey]:
         """Every rollout in item order (task, trial, candidate): compared ones run close in time."""
         tasks = self.order or self.task_ids

@@ -18,7 +18,7 @@ from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
 from .._store.readers.evidence import Arm, ByTag, index_records
 from .._store.rundir import RunDir
-from .outcome import NO_HOOKS, Outcome, SessionHooks
+from .outcome import Outcome, SessionHooks
 from .persistence import Persistence, outcomes_of_columns, record_finish, summarize
 from .planning import GateRequest, Planned
 
@@ -54,8 +54,8 @@ class EvaluationSession:
     gate: GateRequest
     refusals: list[Verdict]
     persistence: Persistence
+    hooks: SessionHooks  # the user's verdict_written and decision_booked hooks
     explain: bool = False  # --capevolve-explain: each verdict in plain words
-    hooks: SessionHooks = NO_HOOKS  # the user's verdict_written and decision_booked hooks
     # tags another session decided while this one paid (found when judging): shown as decided
     late: dict[str, dict[str, Any]] = field(default_factory=dict)
     # judges the stored outputs a ``pairwise`` verdict reads (:func:`preferences_judge`)

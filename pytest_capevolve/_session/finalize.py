@@ -85,8 +85,7 @@ class FinalizeSession:
         counted = {tag: int(n) for tag, (_, n) in worst.items() if n}
 
         def arm(tag: str) -> dict[str, Any]:
-            planned = next(c for c in plan.candidates if c.tag == tag)
-            shown = {**rows[tag].to_dict(), "content_hash": planned.content_hash}
+            shown = {**rows[tag].to_dict(), "content_hash": plan.candidate(tag).content_hash}
             if counted:
                 mean = float(np.nanmean(np.nanmean(worst[tag][0], axis=1)))
                 shown |= {"mean_valid_trials": shown["mean"], "mean": mean}

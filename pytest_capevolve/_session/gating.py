@@ -26,7 +26,7 @@ from .._project.way_on import pasteable
 from .._store.log.event_kinds import GATE_DECISION, NULL_GATED
 from .._store.readers.evidence import ByTag
 from .._store.rundir import RunDir
-from .outcome import NO_HOOKS, SessionHooks
+from .outcome import SessionHooks
 
 if TYPE_CHECKING:
     from .evaluation import EvaluationSession
@@ -61,8 +61,7 @@ def judge(
         late = {tag: found for tag in siblings if (found := standing_verdict(rundir, tag)) is not None}
         undecided = [tag for tag in siblings if tag not in late]
         nulls, verdicts, files = _judged_round(session, evidence, repaid, undecided, warnings)
-    for written, path in files:
-        session.hooks.verdict_written(written, path)
+    session.hooks.verdicts_written(files)
     return nulls, verdicts, late
 
 
@@ -248,9 +247,7 @@ def repeat_line(spec: Spec, rundir: RunDir, verdict: Verdict) -> str:
     return f"{verdict.tag}: nothing booked — repeat of {details.get('repeats')!r} (accepted{at}{adopt or ''}"
 
 
-def book_verdicts(
-    spec: Spec, rundir: RunDir, verdicts: list[Verdict], hooks: SessionHooks = NO_HOOKS
-) -> list[str]:
+def book_verdicts(spec: Spec, rundir: RunDir, verdicts: list[Verdict], hooks: SessionHooks) -> list[str]:
     """Book each verdict in order; a line each saying what was booked, or why not."""
     lines = []
     for verdict in verdicts:

@@ -6,7 +6,7 @@ holds), then gates again at the pooled n at this look's level; at most ``grow_ma
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from .._store.log.event_kinds import GROW_STARTED, GROWN
 from .._store.readers.evidence import index_records
 from .._store.rundir import RunDir, RunDirError
 from .gating import booked_as
-from .outcome import NO_HOOKS, Outcome, SessionHooks
+from .outcome import Outcome, SessionHooks
 from .persistence import Persistence, record_finish, summarize
 from .plan_build import build_plan, valid_column_keys
 from .planning import Planned, frozen_ids, planned_at, source_of
@@ -36,7 +36,6 @@ class GrowPlanned(Planned):
     tag: str = ""
     look: int = 2  # the look this grow's verdict is decided at
     decision_alpha: Fraction = Fraction(1, 20)
-    val_ids: list[str] = field(default_factory=list)
 
 
 def grow_target(rundir: RunDir, value: str) -> tuple[str, Path]:
@@ -173,7 +172,6 @@ def plan_grow(spec: Spec, rundir: RunDir, pool_ids: list[str], value: str) -> Gr
         tag=tag,
         look=look + 1,
         decision_alpha=_decision_alpha(verdict),
-        val_ids=val_ids,
     )
 
 
@@ -194,8 +192,8 @@ class GrowSession:
     planned: GrowPlanned
     persistence: Persistence
     commit: str
-    veto_regressions: bool = False
-    hooks: SessionHooks = NO_HOOKS
+    veto_regressions: bool
+    hooks: SessionHooks
 
     def conclude(self) -> Outcome:
         spec, rundir, planned = self.spec, self.rundir, self.planned

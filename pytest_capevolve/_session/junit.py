@@ -28,27 +28,19 @@ def _blank_none(values: dict[str, object]) -> list[tuple[str, object]]:
     return [(name, "" if value is None else value) for name, value in values.items()]
 
 
+# a verdict's properties, in this order: the verdict's fields by their own name, or worked out here
+VERDICT_PROPERTIES = (
+    "tag against decision basis mode n_tasks trials delta_mean se ci_low ci_high p_value bar coverage "
+    "null_control reason".split()
+)
+
+
 def verdict_properties(verdict: Any, *, null_control: bool) -> list[tuple[str, object]]:
-    ci = verdict.ci
-    values = {
-        "tag": verdict.tag,
-        "against": verdict.against,
-        "decision": verdict.decision,
-        "basis": verdict.basis,
-        "mode": verdict.mode,
-        "n_tasks": verdict.n_tasks,
-        "trials": verdict.trials,
-        "delta_mean": verdict.delta_mean,
-        "se": verdict.se,
-        "ci_low": None if ci is None else ci[0],
-        "ci_high": None if ci is None else ci[1],
-        "p_value": verdict.p_value,
-        "bar": verdict.bar,
-        "coverage": verdict.coverage.get("paired"),
-        "null_control": null_control,
-        "reason": verdict.reason,
-    }
-    return _blank_none(values)
+    low, high = (None, None) if verdict.ci is None else verdict.ci[:2]
+    paired = verdict.coverage.get("paired")
+    worked_out = {"ci_low": low, "ci_high": high, "coverage": paired, "null_control": null_control}
+    fields = [(name, name in worked_out) for name in VERDICT_PROPERTIES]
+    return _blank_none({name: worked_out[name] if ours else getattr(verdict, name) for name, ours in fields})
 
 
 class JunitReport:

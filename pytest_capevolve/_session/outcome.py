@@ -21,7 +21,6 @@ from .selection import stopped_early, stopped_line
 
 if TYPE_CHECKING:
     from .._project.spec import Spec
-    from .._store.log.event_kinds import BookedDecision
     from .._store.rundir import RunDir
 
 
@@ -124,40 +123,31 @@ def _damaged_outcome(line: str, exit_code: int = exitcodes.INFRA_FAILURE) -> Out
 @dataclass(frozen=True)
 class SessionHooks:
     """The user's hooks as roles call them, right after the record changed (so a hook reads what is on
-    disk); nothing without a config."""
+    disk)."""
 
-    config: pytest.Config | None = None
+    config: pytest.Config
 
     def write_verdict(self, rundir: RunDir, verdict: dict[str, Any], *, replacing: bool = False) -> Path:
         """Write a verdict file, then ``pytest_capevolve_verdict_written`` (``replacing``: a grow)."""
         path = rundir.verdicts.write_verdict(verdict, replacing=replacing)
-        self.verdict_written(verdict, path)
+        self.verdicts_written([(verdict, path)])
         return path
 
-    def verdict_written(self, verdict: dict[str, Any], path: Path) -> None:
-        if self.config is not None:
+    def verdicts_written(self, files: list[tuple[dict[str, Any], Path]]) -> None:
+        for verdict, path in files:
             self.config.hook.pytest_capevolve_verdict_written(config=self.config, verdict=verdict, path=path)
-
-    def book(self, spec: Spec, rundir: RunDir, tag: str, decision: str, **how: Any) -> BookedDecision:
-        # here: the commit path is paid for only by sessions that book
-        from .._policy.booking.commit import book
-
-        booked = book(spec, rundir, tag, decision, **how)
-        if self.config is not None:
-            self.config.hook.pytest_capevolve_decision_booked(config=self.config, decision=booked)
-        return booked
 
     def booked_line(
         self, spec: Spec, rundir: RunDir, tag: str, decision: str, basis: str | None, note: str, written: str
     ) -> str:
-        """Book the decision and say so, or say why the commit path refused it (``written``: what stays)."""
-        from .._policy.booking.commit import CommitRefused
+        """Book the decision (then ``pytest_capevolve_decision_booked``) and say so, or say why the commit
+        path refused it (``written``: what stays)."""
+        # here: the commit path is paid for only by sessions that book
+        from .._policy.booking.commit import CommitRefused, book
 
         try:
-            self.book(spec, rundir, tag, decision, basis=basis, note=note)
+            booked = book(spec, rundir, tag, decision, basis=basis, note=note)
+            self.config.hook.pytest_capevolve_decision_booked(config=self.config, decision=booked)
         except CommitRefused as exc:
             return f"{tag}: {written} written, decision not booked: {exc}"
         return f"{tag}: booked {decision}" + (f" ({basis})" if basis else "")
-
-
-NO_HOOKS = SessionHooks()

@@ -156,17 +156,14 @@ class SequentialGate:
         def one(tag: str, floor: list[float | Fraction] | None) -> Verdict:
             decision = self.track(tag)
             level = replace(config, alpha=decision.alpha.alpha)
-            if decision.decided or interrupted:
-                seen = self.prefix(tag, decision.state.tasks)
-                evidence = Evidence.of_run(self.spec, self.rundir, by_tag, seen, self.plan.num_trials)
-                verdict = evidence.judge(tag, self.best, level, floor)
-                if decision.decided:
-                    return seqgate.early_verdict(verdict, decision, veto_regressions=config.veto_regressions)
-                return seqgate.undecided_verdict(verdict, decision)
-            evidence = Evidence.of_run(
-                self.spec, self.rundir, by_tag, self.plan.task_ids, self.plan.num_trials
-            )
+            early = decision.decided or interrupted
+            seen = self.prefix(tag, decision.state.tasks) if early else self.plan.task_ids
+            evidence = Evidence.of_run(self.spec, self.rundir, by_tag, seen, self.plan.num_trials)
             verdict = evidence.judge(tag, self.best, level, floor)
+            if decision.decided:
+                return seqgate.early_verdict(verdict, decision, veto_regressions=config.veto_regressions)
+            if interrupted:
+                return seqgate.undecided_verdict(verdict, decision)
             numerator, denominator = seq.exhaustion_p(
                 np.asarray(self.deltas(tag, self.order(tag))),
                 alpha_efficacy=float(decision.alpha.efficacy),
@@ -177,11 +174,12 @@ class SequentialGate:
 
         def ordered(tag: str, verdict: Verdict) -> Verdict:
             sequential = {**verdict.details.get("sequential", {}), "order": self.order(tag)}
+            digest = self.plan.candidate(tag).content_hash
             sequential["order_from"] = {
                 "derivation": task_order.DERIVATION,
-                "content_hash": self.content_hash(tag),
+                "content_hash": digest,
                 "secret_sha256": self.rundir.order_secret.recorded(),
-                "nonce": self.rundir.order_secret.logged_nonce(self.content_hash(tag)),
+                "nonce": self.rundir.order_secret.logged_nonce(digest),
             }
             return replace(verdict, details={**verdict.details, "sequential": sequential})
 
@@ -189,9 +187,6 @@ class SequentialGate:
         floor = null_deltas(nulls)
         candidates = [ordered(tag, one(tag, floor)) for tag in self.gated if tag not in null_tags]
         return nulls, candidates
-
-    def content_hash(self, tag: str) -> str | None:
-        return next((c.content_hash for c in self.plan.candidates if c.tag == tag), None)
 
     def summary(self) -> list[str]:
         lines = []

@@ -23,7 +23,7 @@ from .._store.files import atomic_write_json
 from .._store.log.event_kinds import SCREEN, SCREEN_STARTED
 from .._store.readers.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
 from .._store.rundir import RunDir, RunDirError
-from .outcome import NO_HOOKS, Outcome, SessionHooks
+from .outcome import Outcome, SessionHooks
 from .persistence import Persistence, record_finish, summarize
 from .plan_build import build_plan, valid_column_keys
 from .planning import CandidateRequest, Planned, frozen_ids, planned_at
@@ -130,7 +130,7 @@ class ScreenSession:
     refusals: list[Verdict]
     persistence: Persistence
     commit: str
-    hooks: SessionHooks = NO_HOOKS
+    hooks: SessionHooks
 
     def conclude(self) -> Outcome:
         plan, planned = self.planned.plan, self.planned
@@ -151,9 +151,7 @@ class ScreenSession:
         # no verdict file — the refusal is shown and logged; a gate session books it
         outcome.verdicts += self.refusals
         if self.refusals:
-            outcome.exit_code = (
-                exitcodes.INDECISIVE if self.refusals[0].decision == "indecisive" else exitcodes.REJECTED
-            )
+            outcome.exit_code = exitcodes.for_decisions([self.refusals[0].decision])
             outcome.say(
                 f"{planned.tag}: refused before any rollout, so not screened (a screen writes no verdict and "
                 "books nothing); fix it, or gate it (--capevolve-gate) to book the refusal",

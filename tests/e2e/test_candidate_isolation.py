@@ -274,22 +274,22 @@ class _Planned:
 class _Plan:
     run_id = "reference"
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, content_hash: str) -> None:
         self.seed = seed
+        self._planned = _Planned(content_hash)
 
     def seed_for(self, trial: int) -> int:
         return self.seed
+
+    def candidate(self, tag: str) -> _Planned:
+        return self._planned
 
 
 class _Context:
     """What :func:`rollout_record` reads of an item's context."""
 
     def __init__(self, content_hash: str, task: Any, seed: int, spec: Any) -> None:
-        self._planned = _Planned(content_hash)
-        self.pool, self.plan, self.spec = {task.id: task}, _Plan(seed), spec
-
-    def planned(self, tag: str) -> _Planned:
-        return self._planned
+        self.pool, self.plan, self.spec = {task.id: task}, _Plan(seed, content_hash), spec
 
 
 def in_process_reference(project: Path, record: dict) -> dict:

@@ -35,7 +35,7 @@ def cheaper_evidence(config: pytest.Config, split: str) -> str | None:
     if not screen and not option.capevolve_grow:
         return None
     kind = "grow" if option.capevolve_grow else "screen"
-    flag = "--capevolve-grow" if kind == "grow" else "--capevolve-screen"
+    flag = f"--capevolve-{kind}"
     if screen and option.capevolve_grow:
         raise pytest.UsageError("--capevolve-screen and --capevolve-grow are separate sessions; run one")
     if option.capevolve_screen is not None and option.capevolve_screen_ids is not None:

@@ -68,8 +68,7 @@ class SequentialGateSession(EvaluationSession):
             files = budget.record(self.rundir, nulls, judged, self.planned.null_tags)
             tags = {t: d.numbers() for t, d in self.sequential.decisions.items()}
             self.rundir.log.append_event(SEQUENTIAL_GATE, interrupted=interrupted, tags=tags)
-        for written, path in files:
-            self.hooks.verdict_written(written, path)
+        self.hooks.verdicts_written(files)
         return nulls, judged
 
     def _still_its_level(self, verdict: Verdict, budget: AlphaBudget) -> Verdict:

@@ -90,14 +90,19 @@ class Fanout:
         the window's new end needs starting; None otherwise."""
         if not self._in_order or hasattr(self.config, "workerinput"):
             return None
+        at = self._position(item, nextitem)
+        if at is None or at < self._last_at:
+            return None
+        self._last_at = at
+        return at
+
+    def _position(self, item: pytest.Item, nextitem: pytest.Item | None) -> int | None:
+        """``item``'s position in ``session.items`` if ``nextitem`` follows it there, else None."""
         items = item.session.items
         if self._index is None:
             self._index = {id(it): n for n, it in enumerate(items)}
         at = self._index.get(id(item))
-        if at is None or at < self._last_at or next(iter(items[at + 1 : at + 2]), None) is not nextitem:
-            return None
-        self._last_at = at
-        return at
+        return None if at is None or next(iter(items[at + 1 : at + 2]), None) is not nextitem else at
 
     def _start_ahead_in_order(self, items: list[pytest.Item], at: int) -> None:
         """The window ``items[at : at + K]`` in O(1) per item: rollouts of items before ``at`` that never
@@ -140,12 +145,8 @@ class Fanout:
         worker = self._worker
         owned = [item] + ([nextitem] if nextitem is not None else [])
         if worker is None:
-            if self._index is None:
-                self._index = {id(it): n for n, it in enumerate(session.items)}
-            at = self._index.get(id(item))
-            if at is not None and next(iter(session.items[at + 1 : at + 2]), None) is nextitem:
-                return list(session.items[at : at + self.width])
-            return owned  # someone else's run loop
+            at = self._position(item, nextitem)  # None: someone else's run loop
+            return owned if at is None else list(session.items[at : at + self.width])
         if nextitem is None or self.config.getoption("dist", "load") == "worksteal":
             return owned
         queue = getattr(worker, "torun", None)
