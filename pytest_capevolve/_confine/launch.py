@@ -41,13 +41,36 @@ def command(boundary: Boundary, argv: list[str]) -> list[str]:
     return [sys.executable, "-m", __name__, json.dumps(boundary.as_json()), "--", *argv]
 
 
-# (audit arch, ioctl's number) for each way a process of this machine can call ioctl
+# each audit arch a process of this machine can call with, and ioctl's numbers under it (x32's calls
+# come as x86_64's arch with bit 30 set in the number: one arch, two numbers)
 _IOCTL = {
-    "x86_64": ((0xC000003E, 16), (0xC000003E, 0x40000000 | 514), (0x40000003, 54)),  # x86_64, x32, i386
-    "aarch64": ((0xC00000B7, 29), (0x40000028, 54)),  # arm64, arm
+    "x86_64": ((0xC000003E, (16, 0x40000000 | 514)), (0x40000003, (54,))),  # x86_64 and x32, i386
+    "aarch64": ((0xC00000B7, (29,)), (0x40000028, (54,))),  # arm64, arm
 }
 _LD, _JEQ, _RET = 0x20, 0x15, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_RET|K
 _ALLOW, _EPERM = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+
+
+def no_typing_program(
+    machine: str, tiocsti: int, little_endian: bool = True
+) -> list[tuple[int, int, int, int]]:
+    """The seccomp program (code, jt, jf, k) that answers ``ioctl(fd, TIOCSTI, …)`` with EPERM and
+    allows every other call; empty where ``machine``'s calls are not known here."""
+    groups = _IOCTL.get(machine, ())
+    if not groups:
+        return []
+    allow = 1 + sum(2 + len(numbers) for _, numbers in groups)  # then: check the command
+    program = [(_LD, 0, 0, 4)]  # the call's arch
+    for arch, numbers in groups:
+        # another arch: past this group (the arch still loaded); this one: one of its ioctls, or allowed
+        program += [(_JEQ, 0, 1 + len(numbers), arch), (_LD, 0, 0, 0)]
+        for k, number in enumerate(numbers):
+            at = len(program)
+            otherwise = allow - at - 1 if k == len(numbers) - 1 else 0
+            program.append((_JEQ, allow + 1 - at - 1, otherwise, number))
+    command_at = 24 if little_endian else 28  # the low half of the call's 2nd argument
+    program += [(_RET, 0, 0, _ALLOW), (_LD, 0, 0, command_at), (_JEQ, 0, 1, tiocsti)]
+    return [*program, (_RET, 0, 0, _EPERM), (_RET, 0, 0, _ALLOW)]
 
 
 def no_typing() -> bool:
@@ -58,18 +81,9 @@ def no_typing() -> bool:
     import ctypes
     import termios
 
-    pairs = _IOCTL.get(os.uname().machine)
-    if pairs is None:
+    program = no_typing_program(os.uname().machine, termios.TIOCSTI, sys.byteorder == "little")
+    if not program:
         return False
-    allow, check = 1 + 3 * len(pairs), 2 + 3 * len(pairs)
-    program = [(_LD, 0, 0, 4)]  # the call's arch
-    for arch, number in pairs:
-        at = len(program) + 2  # this pair's last instruction
-        # another arch: on to the next pair (the arch still loaded); this one: ioctl, or allowed
-        program += [(_JEQ, 0, 2, arch), (_LD, 0, 0, 0), (_JEQ, check - at - 1, allow - at - 1, number)]
-    command_at = 24 if sys.byteorder == "little" else 28  # the low half of the call's 2nd argument
-    program += [(_RET, 0, 0, _ALLOW), (_LD, 0, 0, command_at), (_JEQ, 0, 1, termios.TIOCSTI)]
-    program += [(_RET, 0, 0, _EPERM), (_RET, 0, 0, _ALLOW)]
 
     class Instruction(ctypes.Structure):
         _fields_ = [
