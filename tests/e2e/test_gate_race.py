@@ -183,10 +183,9 @@ def test_a_rejected_tag_gated_again_on_rollouts_paid_since_is_not_booked_an_acce
 ):
     """A round gated again keeps its slot's level; the evidence can have grown meanwhile (its
     infra-error rollouts paid again). 'careful' is rejected at α_1 on 10 tasks (p = 1/16); its
-    two lost rollouts paid, the same gate would read ACCEPT at α_1 (p = 1/64) but for the trials
-    paid again after an infra error, which count as the errors they first were (against an
-    accept: indecisive) — in any case a second look at one level, which
-    `capevolve commit --decision accept` refuses to book."""
+    two lost rollouts paid, the same gate would read ACCEPT at α_1 (p = 1/64): the outage failed
+    both arms' first draws of those cells, so their new pairs count — a second look at one level,
+    which `capevolve commit --decision accept` refuses to book."""
     project = example("toy_calc")
     projects.edit_spec(project, "base_seed: 0", "base_seed: 0\ngate_alpha_schedule: lord")
     projects.add_adapter(project, FLAKY, "adapter.py:FlakyOnTwo")
@@ -198,7 +197,7 @@ def test_a_rejected_tag_gated_again_on_rollouts_paid_since_is_not_booked_an_acce
     again = capevolve(project, "careful", gate=True, extra=none)
     # the first decision stands: shown as the REJECT it was, the grown evidence said beside it
     again.stdout.fnmatch_lines(
-        ["careful *REJECT*already decided*on the rollouts held now it would read indecisive*not a decision*"]
+        ["careful *REJECT*already decided*on the rollouts held now it would read accept*not a decision*"]
     )
     assert again.ret == 10
     code, out, err = run(capsys, "commit", "careful", "--decision", "accept", "--project", str(project))
