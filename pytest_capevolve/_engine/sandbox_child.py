@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._confine.landlock import Boundary, Confinement, confine
+from .._confine.launch import no_typing
 from .._project.adapter import Rollout, Task, load_adapter, load_tasks
 from .rollout_output import CURRENT, RolloutOutput, RoutedStream
 from .runner import AdapterRunner, RolloutTimeout, Scored, run_target_here, run_target_here_async
@@ -199,13 +200,19 @@ class Child:
 def confined(boundary: dict[str, Any] | None) -> Confinement:
     """This process confined to ``boundary`` (a :class:`Boundary`'s JSON), or why not: a kernel
     without Landlock, ``CAPEVOLVE_LANDLOCK=off``, or a rule the kernel refused — then the process
-    runs unconfined and its rollouts say so, never a failure."""
+    runs unconfined and its rollouts say so, never a failure. Confined, it also refuses itself
+    ``TIOCSTI`` (the launcher's seccomp filter): its session of its own leaves it no controlling
+    terminal, but a process with CAP_SYS_ADMIN (root, as in many containers) may type into any
+    terminal it opens by path."""
     if boundary is None:
         return Confinement(False, 0, "the scoring process gave no boundary")
     try:
-        return confine(Boundary.from_json(boundary))
+        state = confine(Boundary.from_json(boundary))
     except (OSError, ValueError) as exc:  # nothing was applied: confine() restricts last
         return Confinement(False, 0, f"the kernel refused the boundary: {exc}")
+    if state.confined:
+        no_typing()
+    return state
 
 
 class _PlainWatch(pickle.Pickler):
