@@ -28,8 +28,10 @@ INI_KEYS = tuple(
 HYPOTHESIS_PLUGIN = "hypothesispytest"  # its pytest11 entry point's name
 
 
-# a rollout's node id as a FAILED line prints it: ``capevolve.yaml::val::q05[seed-t0]`` (or ``val::…``)
-_ROLLOUT_ID = re.compile(r"(?:(.*)::)?(?:train|val|test)::[^:]+\[(.+?)-(?:b\d+-)?t\d+\]")
+# a rollout's node id as a FAILED line prints it: ``capevolve.yaml::val::q05[seed-t0]`` (or ``val::…``);
+# a pattern, compiled (and cached by ``re``) at its first use: a plain session whose arguments hold
+# no ``::`` never compiles it
+_ROLLOUT_ID = r"(?:(.*)::)?(?:train|val|test)::[^:]+\[(.+?)-(?:b\d+-)?t\d+\]"
 
 
 def _refuse_rollout_ids(config: pytest.Config) -> None:
@@ -39,7 +41,7 @@ def _refuse_rollout_ids(config: pytest.Config) -> None:
     if getattr(config.option, "lf", False) or getattr(config.option, "failedfirst", False):
         config.pluginmanager.register(_LastFailedRollouts(), "capevolve-last-failed-rollouts")
     for arg in map(str, config.args):
-        if (found := _ROLLOUT_ID.fullmatch(arg)) and not (found[1] or "").endswith(".py"):
+        if "::" in arg and (found := re.fullmatch(_ROLLOUT_ID, arg)) and not (found[1] or "").endswith(".py"):
             import shlex  # here: a plain pytest session imports nothing more for this check
 
             from ._project.way_on import shown
@@ -64,7 +66,7 @@ class _LastFailedRollouts:
         rollouts = [
             m
             for nodeid in sorted(failed)
-            if (m := _ROLLOUT_ID.fullmatch(nodeid)) and m[1] and not m[1].endswith(".py")
+            if (m := re.fullmatch(_ROLLOUT_ID, nodeid)) and m[1] and not m[1].endswith(".py")
         ]
         if not rollouts:
             return []

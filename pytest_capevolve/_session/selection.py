@@ -88,7 +88,9 @@ def notes(
 ) -> tuple[list[str], list[str]]:
     """Controller only: (the named rollouts the plan owes, lines about the rest and ``--lf``/``--ff``)."""
     lines = []
-    owed = set(planned_names(plan))
+    # the plan's names, owed and recorded, matter only to rollouts named: not built otherwise (60,000
+    # names on a resume of a large run)
+    owed = set(planned_names(plan)) if named else set()
     if getattr(config.option, "capevolve_rerun", False):  # a FAILED id pasted: its candidate's fresh tag
         renamed = {rest: in_this_rerun(rest, plan.tags()) for rest in named}
         named = {renamed[rest]: typed for rest, typed in named.items()}
@@ -98,7 +100,7 @@ def notes(
                 f"--capevolve-rerun gives each candidate a fresh tag: {', '.join(moved[:3])}"
                 f"{' …' if len(moved) > 3 else ''} is run (a fresh rollout; the one recorded stays)"
             )
-    recorded = {f"{k.split}::{item_name(plan, k)}" for k in plan.all_keys()} - owed
+    recorded = ({f"{k.split}::{item_name(plan, k)}" for k in plan.all_keys()} - owed) if named else set()
     selected = [rest for rest in named if rest in owed]
     done = [typed for rest, typed in named.items() if rest in recorded]
     if done:

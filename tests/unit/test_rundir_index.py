@@ -352,3 +352,31 @@ def test_verify_finds_a_rollout_paid_twice_unless_it_was_moved_aside_in_between(
     assert [p for p in problems if ": paid" in p] == [
         "rollouts/val/task-0__seed__t0.json: paid 2 times (one valid rollout event each)"
     ]
+
+
+def test_a_resume_skips_comparing_outcomes_only_while_its_truth_is_the_checkpointed_index(
+    run: RunDir, val_rollout
+) -> None:
+    """A resume whose ledger was built from the index's rows (their digest the log's checkpoint's)
+    checks files by size and mtime alone; an index row edited since (its file untouched) breaks the
+    digest, so the outcomes are compared again and the row is read from its file, never believed."""
+    run.flush()  # a session's end: the outcomes' digest is logged
+    run.index.close()
+    resumed = RunDir(run.root)
+    rows = {r.key: r.reward for r in resumed.rollouts.indexed_rollouts("val")}
+    truth = resumed.rollouts._truth()
+    assert resumed.rollouts.ledger.mirrors(truth, resumed.index.every())  # the shortcut is taken
+    assert rows[("val", "task-0", "seed", 0)] == 0.0 and not resumed.notices
+    resumed.index.close()
+    db = sqlite3.connect(run.index.path)
+    db.execute("UPDATE rollouts SET reward = 1.0 WHERE tag = 'seed' AND task_id = 'task-0' AND trial = 0")
+    db.commit()
+    db.close()
+    edited = RunDir(run.root)
+    rows = {r.key: r.reward for r in edited.rollouts.indexed_rollouts("val")}
+    assert rows[("val", "task-0", "seed", 0)] == 0.0  # the file's reward (and the log's), not the row's
+    assert not edited.rollouts.ledger.mirrors(edited.rollouts._truth(), edited.index.every())
+    # a rollout logged after the checkpoint: the truth is no longer the rows it was built from
+    resumed.rollouts.record_rollout(val_rollout("seed", "task-9", 0, 1.0))
+    resumed.rollouts.indexed_rollouts("val")
+    assert not resumed.rollouts.ledger.mirrors(resumed.rollouts._truth(), resumed.index.every())

@@ -100,6 +100,9 @@ class OutcomeLedger:
         self.file_of = file_of
         self._truth: dict[Key, Outcome] | None = None
         self._position = (0, 0)
+        # the index's rows the truth was built from, while it is exactly them: their digest was the
+        # linked checkpoint's, and no rollout has been logged, moved or gone since
+        self._mirrored: list[tuple[Any, ...]] | None = None
         self._unchecked = False  # outcomes learnt from rollout lines since the last checkpoint
 
     def current(self, index_rows: Callable[[], list[tuple[Any, ...]]]) -> dict[Key, Outcome]:
@@ -111,6 +114,12 @@ class OutcomeLedger:
         assert self._truth is not None
         return self._truth
 
+    def mirrors(self, truth: dict[Key, Outcome], index_rows: list[tuple[Any, ...]]) -> bool:
+        """Whether ``truth`` (as :meth:`current` returned it) is ``index_rows`` (that very list, as
+        the index returned it) and nothing else: each row's outcome is then its key's in the truth,
+        so a check of the rows against it need not compare them one by one."""
+        return truth is self._truth and self._mirrored is not None and index_rows is self._mirrored
+
     def _build(self, index_rows: Callable[[], list[tuple[Any, ...]]]) -> None:
         checkpoints = self.log.of_kinds(OUTCOMES_CHECKED)
         if checkpoints and self.log.linked(checkpoints[-1]):  # in the chain where it says it is
@@ -118,11 +127,14 @@ class OutcomeLedger:
             at = (int(last["offset"]), int(last["upto"]))
             tail = self.log.events_after(*at, _rollout_view)
             if tail is not None and not tail[0]:  # no rollout logged, moved or gone since
-                rows = [((r[0], r[1], r[2], int(r[3])), outcome(r[4], r[6], r[7])) for r in index_rows()]
+                listed = index_rows()
+                rows = [((r[0], r[1], r[2], int(r[3])), outcome(r[4], r[6], r[7])) for r in listed]
                 if digest_of(rows) == last["digest"]:
                     self._truth = dict(rows)
                     self._position = tail[1], tail[2]
+                    self._mirrored = listed
                     return
+        self._mirrored = None
         self._truth = {}
         self._position = (0, 0)
         self._catch_up()
@@ -136,6 +148,7 @@ class OutcomeLedger:
         tail = self.log.events_after(*start, apply)
         if tail is None:
             self._truth, self._position = {}, (0, 0)  # the log was repaired or replaced: anew
+            self._mirrored = None
             if start == (0, 0):
                 raise RunDirError(
                     f"{self.log.events_path}: a line is not an event, so no rollout can be checked "
@@ -144,6 +157,8 @@ class OutcomeLedger:
             self._catch_up()
             return
         _, offset, seq = tail
+        if apply.changed:
+            self._mirrored = None
         self._unchecked = self._unchecked or apply.changed
         self._position = (offset, seq)
 

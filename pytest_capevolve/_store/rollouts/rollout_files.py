@@ -192,7 +192,11 @@ class RolloutFiles(RolloutReadBack):
             folder_fd = None  # no folder: every row's file is gone
         try:
             stat = os.stat
-            for row in self.index.rows(split, wanted):
+            rows_of_split = self.index.rows(split, wanted)
+            # a truth built from these very rows (against the log's checkpoint; every() returns one
+            # list per rows_version, never an older one again) holds each row's outcome as it is
+            mirrored = self.ledger.mirrors(truth, self.index.every())
+            for row in rows_of_split:
                 name = row[name_at]
                 try:
                     if folder_fd is None:
@@ -204,8 +208,11 @@ class RolloutFiles(RolloutReadBack):
                 if (
                     found.st_size != row[size_at]
                     or found.st_mtime_ns != row[mtime_at]
-                    or truth.get((split, row[_TAG], row[_TASK], row[_TRIAL]))
-                    != outcome(row[_REWARD], row[_INFRA], row[_COST])
+                    or (
+                        not mirrored
+                        and truth.get((split, row[_TAG], row[_TASK], row[_TRIAL]))
+                        != outcome(row[_REWARD], row[_INFRA], row[_COST])
+                    )
                 ):
                     recheck.append(name)
                     continue
