@@ -223,12 +223,17 @@ class Persistence:
         a passed report drops its record (pytest keeps every report), a failed one keeps it for the
         summary."""
         text = record_text(report)
-        stands_in = None
-        if text is None and ran_without_record(report):
+        if text is None and ran_without_record(report) and self.unwritable is None:
             stands_in = self._record_vanished(report)
-            if stands_in is not None:  # recorded in the item's place: what follows sees its record
-                text = stands_in.dumps()
-                report.user_properties = [*report.user_properties, (RECORD_PROPERTY, text)]
+            if stands_in is not None:  # recorded in the item's place; its report shown as it came
+                self._owes(stands_in)
+                try:
+                    self._persist(stands_in, stands_in.dumps())
+                    self.tally.infra.append((report.nodeid, str(stands_in.infra_error)))
+                except OSError as exc:  # a full disk: stop, as for any record
+                    self.unwritable = exc
+                    self.stop_workers()
+                    self._stop("capevolve: the run dir could not be written")
         if text is None:
             if report.skipped and report.when == "call" and BUDGET_SKIP in str(report.longrepr):
                 self.tally.over_budget.append(str(report.longrepr).rpartition(BUDGET_SKIP)[2])
@@ -236,7 +241,7 @@ class Persistence:
                 reason = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "?"
                 self.tally.lost.append((report.nodeid, reason))
             return (yield)
-        if report.when != "call" and stands_in is None:  # the teardown report carries the call's again
+        if report.when != "call":  # the teardown report carries the call's record again
             return (yield)
         record = decode_record(text, report)
         if self.unwritable is not None:  # stopped: what still arrives cannot be recorded
