@@ -6,6 +6,7 @@ path serves both modes."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from collections.abc import Iterator
@@ -22,7 +23,16 @@ from .._engine import confinement
 from .._engine.budget_share import SKIP_REASON as BUDGET_SKIP
 from .._engine.candidate_bytes import CandidateMismatch, gateway_count
 from .._engine.judging import wrong_rescores
-from .._items.nodes import CONTEXT_KEY, EvalContext, measured, rollout_record, run_reserved
+from .._engine.runner import Scored
+from .._items.nodes import (
+    CONTEXT_KEY,
+    INFRA_PREFIX,
+    EvalContext,
+    item_name,
+    measured,
+    rollout_record,
+    run_reserved,
+)
 from .._items.plan import WORKERINPUT_KEY, EvalPlan, RolloutKey
 from .._policy.gate.verdicts import load_event
 from .._project.blocks import first_trial
@@ -41,6 +51,8 @@ from .outcome import Outcome
 if TYPE_CHECKING:
     from .planning import Planned
 
+# the infra error recorded for an owed rollout whose item ran and brought no record
+VANISHED = "the rollout left no record"
 NOT_OWED = "not a rollout this session owes, or one it recorded already: not recorded"
 RECORD_WINDOW_MIN = 16  # items a worker holds beyond its rollouts in flight: refills overlap runs
 
@@ -211,6 +223,17 @@ class Persistence:
         a passed report drops its record (pytest keeps every report), a failed one keeps it for the
         summary."""
         text = record_text(report)
+        if text is None and ran_without_record(report) and self.unwritable is None:
+            stands_in = self._record_vanished(report)
+            if stands_in is not None:  # recorded in the item's place; its report shown as it came
+                self._owes(stands_in)
+                try:
+                    self._persist(stands_in, stands_in.dumps())
+                    self.tally.infra.append((report.nodeid, str(stands_in.infra_error)))
+                except OSError as exc:  # a full disk: stop, as for any record
+                    self.unwritable = exc
+                    self.stop_workers()
+                    self._stop("capevolve: the run dir could not be written")
         if text is None:
             if report.skipped and report.when == "call" and BUDGET_SKIP in str(report.longrepr):
                 self.tally.over_budget.append(str(report.longrepr).rpartition(BUDGET_SKIP)[2])
@@ -239,6 +262,23 @@ class Persistence:
         if report.passed:
             report.user_properties = [p for p in report.user_properties if p[0] != RECORD_PROPERTY]
         return result
+
+    def _record_vanished(self, report: pytest.TestReport) -> RolloutRecord | None:
+        """An owed rollout whose item ran and brought no record: an infra error in its place (missing data),
+        so the gate weighs it as the error it stands for and a later session's draw of it as a redraw after
+        one (:func:`.._store.readers.evidence.redrawn_after_errors`), never a cell passed over and drawn
+        afresh. None for a report of no owed, unrecorded rollout."""
+        key = vanished_key(report.nodeid, self._item_keys)
+        if key is None or key not in self._unrecorded:
+            return None
+        why = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "no reason given"
+        said = f"{VANISHED}: its item {report.outcome} in {report.when} ({why})"[:500]
+        return rollout_record(Scored(rollout=None, infra_error=said), key, self.config.stash[CONTEXT_KEY])
+
+    @functools.cached_property
+    def _item_keys(self) -> dict[str, RolloutKey]:
+        """``split::item name`` → key, for every rollout this session owes (read on the first need)."""
+        return {f"{k.split}::{item_name(self.plan, k)}": k for k in self._unrecorded}
 
     def _owes(self, record: RolloutRecord) -> bool:
         """Whether ``record`` is owed and not yet recorded: the backstop behind :mod:`.plan_check` (under
@@ -275,6 +315,24 @@ class Persistence:
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         if error:
             self.tally.dead_workers.append((node.gateway.id, str(error)))
+
+
+def ran_without_record(report: pytest.TestReport) -> bool:
+    """A rollout item's report that says it ran (its call, or a setup that failed). Not a skip (a budget's
+    share, a sequential stop, a stopped controller), not a refusal before paying (an ``InfraError``
+    with no record: a worker's other tasks, a candidate's changed bytes), and not xdist's report of a
+    worker that crashed (``when`` ``"???"``: the crash-resume path, whose rollouts the next session
+    pays as missing, as before)."""
+    if report.skipped or str(report.longrepr).startswith(INFRA_PREFIX):
+        return False
+    return report.when == "call" or (report.when == "setup" and report.failed)
+
+
+def vanished_key(nodeid: str, keys: dict[str, RolloutKey]) -> RolloutKey | None:
+    """The owed rollout ``nodeid`` names (``keys``: ``split::item name`` → key), or None; a task id may
+    hold ``::``, so every tail of the node id is tried, the longest first."""
+    parts = nodeid.split("::")
+    return next((keys[t] for i in range(1, len(parts)) if (t := "::".join(parts[i:])) in keys), None)
 
 
 def summarize(plan: EvalPlan, outcomes: ByTag | Outcomes, tally: Tally, *, against: str) -> Outcome:

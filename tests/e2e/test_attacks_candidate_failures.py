@@ -317,3 +317,59 @@ def test_a_rollout_the_scorer_cannot_record_is_an_infra_error_not_a_vanished_dra
     results = [first, *(capevolve(project, "quitter", gate=True) for _ in range(3))]  # the attack's loop
     verdict = json.loads((projects.run_dir(project) / "verdicts" / "quitter.json").read_text())
     assert verdict["decision"] != "accept", [r.ret for r in results]
+
+
+# a plugin of the session that stands for any way a failing rollout leaves no record (its item
+# raised before the record was made, the record lost on its way to the controller): it drops the
+# record of each of quitter's failing rollouts before the controller sees it
+VANISHER = """
+import json
+
+import pytest
+
+from pytest_capevolve._store.rollouts.record import RECORD_PROPERTY
+
+
+def _failing(name, value):
+    return name == RECORD_PROPERTY and json.loads(value)["tag"] == "quitter" and json.loads(value)["reward"] == 0.0
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_logreport(report):
+    report.user_properties = [(n, v) for n, v in report.user_properties if not _failing(n, v)]
+    return (yield)
+"""
+
+
+@pytest.mark.attack(
+    "candidate-code",
+    attack=(
+        "with an agent that does not reproduce its draws, any way a failing rollout of the candidate "
+        "leaves no record while its item runs (stood for by a plugin dropping the record of each of "
+        "a no-op's failing rollouts): the gate passed over those cells and each next session drew "
+        "them afresh, a re-roll (a no-op accepted within the attack's loop of 4 gate sessions)"
+    ),
+    outcome=(
+        "prevented: an owed rollout whose item ran and brought no record is recorded as an infra error "
+        "in its place (`the rollout left no record: …`; missing data): the gate weighs it as the error it "
+        "stands for, and a later draw of it is a redraw after an error, imputed at worst against an accept"
+    ),
+)
+def test_a_failing_rollout_that_leaves_no_record_counts_as_missing(
+    example, projects, capevolve, pytester
+) -> None:
+    project = _project(example, projects)
+    (project / "candidates" / "quitter" / "tools" / "reply.py").write_text(
+        (project / "capability" / "tools" / "reply.py").read_text() + "\n# a no-op\n"
+    )
+    (pytester.path / "vanisher.py").write_text(VANISHER)
+    pytester.syspathinsert()
+    extra = ["--capevolve-null", "0", "-p", "vanisher"]
+    first = capevolve(project, "quitter", gate=True, extra=extra)
+    records = [r for k, r in projects.rollout_records(project).items() if k[2] == "quitter"]
+    assert len(records) == 40, first.stdout.str()[-3000:]  # every rollout has its record
+    vanished = [r for r in records if (r["infra_error"] or "").startswith("the rollout left no record")]
+    assert vanished and all(r["reward"] is None for r in vanished), first.stdout.str()[-3000:]
+    results = [first, *(capevolve(project, "quitter", gate=True, extra=extra) for _ in range(3))]
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "quitter.json").read_text())
+    assert verdict["decision"] != "accept", [r.ret for r in results]
