@@ -183,6 +183,19 @@ class Projects:
         return noop
 
     @staticmethod
+    def with_tool_code(project: Path, name: str, code: str) -> Path:
+        """A copied noisy_agent cut to one trial and without microcases (the gate runs the candidate's
+        code, not a screen), with a candidate ``name``: the seed plus ``code`` appended to its
+        tools/reply.py, which the adapter runs in every rollout; the candidate folder."""
+        Projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+        shutil.rmtree(project / "microcases")
+        candidate = project / "candidates" / name
+        shutil.copytree(project / "capability", candidate)
+        with (candidate / "tools" / "reply.py").open("a") as handle:
+            handle.write(code)
+        return candidate
+
+    @staticmethod
     def run_dir(project: Path) -> Path:
         """The project's newest run dir."""
         return sorted((project / ".capevolve" / "runs").iterdir())[-1]

@@ -11,7 +11,6 @@ the candidate's failure: a reward of 0, labelled, never paid again.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -54,16 +53,13 @@ if _frame is not None and _frame.f_locals["output"] == "escalated":
 """
 
 
-def _project(example, projects) -> Path:
+def _project(example, projects, on_failure: str = QUIT_ON_FAILURE) -> Path:
+    """noisy_agent on the redrawing adapter, with a candidate ``quitter``: the seed's tool plus
+    ``on_failure`` (what its code does on a failing answer)."""
     project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
     projects.add_adapter(project, REDRAWING, "adapter.py:RedrawingAdapter")
     projects.writable(project, ".draws")  # where the adapter keeps its draws, as a user is told to
-    shutil.rmtree(project / "microcases")  # the gate runs the candidate's code, not a screen
-    quitter = project / "candidates" / "quitter"
-    shutil.copytree(project / "capability", quitter)
-    with (quitter / "tools" / "reply.py").open("a") as handle:
-        handle.write(QUIT_ON_FAILURE)
+    projects.with_tool_code(project, "quitter", on_failure)
     return project
 
 
@@ -186,17 +182,11 @@ def test_inside_the_kernel_boundary_a_child_that_exits_on_failure_books_its_fail
     """The same candidate, confined (its child under Landlock), on the example's own adapter:
     every failing answer ends the child, and each is booked as its failure, never missing."""
     project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
-    shutil.rmtree(project / "microcases")
-    quitter = project / "candidates" / "quitter"
-    shutil.copytree(project / "capability", quitter)
-    with (quitter / "tools" / "reply.py").open("a") as handle:
-        # on the tasks whose id ends in 1 (a child started per exit costs a second or two here)
-        handle.write(
-            QUIT_ON_FAILURE.replace(
-                '== "escalated":', '== "escalated" and _frame.f_locals["task"].id.endswith("1"):'
-            )
-        )
+    # on the tasks whose id ends in 1 (a child started per exit costs a second or two here)
+    on_some = QUIT_ON_FAILURE.replace(
+        '== "escalated":', '== "escalated" and _frame.f_locals["task"].id.endswith("1"):'
+    )
+    projects.with_tool_code(project, "quitter", on_some)
     result = capevolve(project, "quitter", gate=True)
     assert result.ret == 10, result.stdout.str()[-3000:]
     records = {k[1]: r for k, r in projects.rollout_records(project).items() if k[2] == "quitter"}
@@ -232,10 +222,7 @@ TOUCH_ON_FAILURE = QUIT_ON_FAILURE.replace(
 def test_a_candidate_that_touches_its_snapshot_on_a_failing_answer_keeps_those_failures(
     example, projects, capevolve
 ) -> None:
-    project = _project(example, projects)
-    (project / "candidates" / "quitter" / "tools" / "reply.py").write_text(
-        (project / "capability" / "tools" / "reply.py").read_text() + TOUCH_ON_FAILURE
-    )
+    project = _project(example, projects, TOUCH_ON_FAILURE)
     records = _gated_as_the_attack_loops(project, projects, capevolve)
     assert [r for r in records if r["output"] == "escalated"]  # the attack ran on failing answers
 
@@ -267,10 +254,7 @@ UNREPLAYABLE_ON_FAILURE = QUIT_ON_FAILURE.replace(
     ),
 )
 def test_a_log_record_the_scorer_cannot_replay_books_the_failing_answer(example, projects, capevolve) -> None:
-    project = _project(example, projects)
-    (project / "candidates" / "quitter" / "tools" / "reply.py").write_text(
-        (project / "capability" / "tools" / "reply.py").read_text() + UNREPLAYABLE_ON_FAILURE
-    )
+    project = _project(example, projects, UNREPLAYABLE_ON_FAILURE)
     records = _gated_as_the_attack_loops(project, projects, capevolve)
     failed = [r for r in records if r["feedback"].startswith("candidate failure: ")]
     assert failed and all(r["reward"] == 0.0 and "cannot replay" in r["feedback"] for r in failed)
@@ -304,10 +288,7 @@ elif _frame is not None and "_real_rollout" in _frame.f_globals:
 def test_a_rollout_the_scorer_cannot_record_is_an_infra_error_not_a_vanished_draw(
     example, projects, capevolve
 ) -> None:
-    project = _project(example, projects)
-    (project / "candidates" / "quitter" / "tools" / "reply.py").write_text(
-        (project / "capability" / "tools" / "reply.py").read_text() + UNRECORDABLE_ON_FAILURE
-    )
+    project = _project(example, projects, UNRECORDABLE_ON_FAILURE)
     first = capevolve(project, "quitter", gate=True)
     records = [r for k, r in projects.rollout_records(project).items() if k[2] == "quitter"]
     assert len(records) == 40, first.stdout.str()[-3000:]  # every rollout has its record

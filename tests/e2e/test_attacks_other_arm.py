@@ -6,7 +6,6 @@ a cell paid again as an outage pair. Both arms' sandbox children are children of
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 
@@ -76,12 +75,7 @@ def closing_line(category):
 @pytest.mark.confined
 def test_candidate_code_cannot_kill_the_best_arms_sandbox_child(example, projects) -> None:
     project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
-    shutil.rmtree(project / "microcases")  # the gate runs the candidate's code, not a screen
-    killer = project / "candidates" / "killer"
-    shutil.copytree(project / "capability", killer)
-    with (killer / "tools" / "reply.py").open("a") as handle:
-        handle.write(KILLER)
+    projects.with_tool_code(project, "killer", KILLER)
 
     gate = ["--capevolve-run", ".", "--capevolve-candidate", "candidates/killer", "--capevolve-gate", "-q"]
     argv = [sys.executable, "-m", "pytest", *gate, "-p", "no:cacheprovider"]
