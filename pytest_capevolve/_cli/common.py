@@ -126,7 +126,7 @@ def emit(args: argparse.Namespace, answer: Any, lines: Lines | None, *, json_def
     """Print a command's answer: ``lines(answer)`` for people (stderr under ``--json``) and JSON
     with ``--json``; loop primitives (``json_default``) print JSON unless ``--table``. Returns OK."""
     table = getattr(args, "table", False)
-    if json_default and table and args.json:
+    if table and args.json:
         raise Refusal("--table and --json ask for two different outputs; give one")
     if json_default and not table:
         from .._show.numbers import rounded

@@ -394,6 +394,8 @@ def register(sub: Any) -> None:
     noise.set_defaults(func=cmd_judge_noise)
     runs = sub.add_parser("runs", help="the project's runs: best, iterations, spend, test sealed")
     add_project_args(runs, run_id=False)
+    # the table is its default; --table is taken as the other commands take it, so a habit works
+    runs.add_argument("--table", action="store_true", help="the table for people (the default here)")
     runs.set_defaults(func=cmd_runs)
     dashboard = sub.add_parser(
         "dashboard", help="rebuild the run's self-contained dashboard.html (pays nothing)"

@@ -97,3 +97,6 @@ def test_runs_lists_best_iterations_spend_and_the_seal(gated: Path, capevolve, p
     assert out.splitlines()[0].split() == ["run", "best", "iterations", "rollouts", "$", "spent", "test"]
     assert lines[first][:3] == [first, "careful", "1"] and "scored" in lines[first]
     assert "sealed" in lines[second] and lines[ids[-1]][-1] == "current"
+    assert run(capsys, "runs", str(gated), "--table") == (0, out, _err)  # as the other commands take it
+    code, _out, err = run(capsys, "runs", str(gated), "--table", "--json")
+    assert code == 2 and "give one" in err
