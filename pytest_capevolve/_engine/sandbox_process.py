@@ -464,14 +464,20 @@ def scratch_env(scratch: str) -> dict[str, str]:
 
 
 def end(proc: subprocess.Popen[bytes], *, gently: bool = False) -> int | None:
-    """End ``proc`` (closing its pipe first when ``gently``: it exits at end of file) and reap it,
-    then remove its scratch folder."""
+    """End ``proc`` (closing its pipe first when ``gently``: it exits at end of file) and every
+    process its candidate code started, reap it, then remove its scratch folder. The child leads a
+    session of its own (:meth:`Sandbox._ensure`), so what it forked is in its process group: that
+    group is killed too, else a grandchild would outlive the rollout (keep running, hold files,
+    race the next rollout). One that left the group (``setsid``) is beyond this kill."""
     try:
         if gently and proc.stdin is not None:
             proc.stdin.close()
             with contextlib.suppress(subprocess.TimeoutExpired):
-                return proc.wait(timeout=1.0)
-        proc.kill()
+                proc.wait(timeout=1.0)  # its exit handlers run; the group outlives its leader
+        # the group id stays taken while any member lives, so it names no stranger's group
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.kill()  # itself, whatever group it is in now (a no-op once reaped)
         return proc.wait(timeout=5.0)
     except (OSError, subprocess.TimeoutExpired):
         return proc.returncode

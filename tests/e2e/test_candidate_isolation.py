@@ -8,8 +8,10 @@ an optimizer would write it. The candidate's code runs in a sandbox child
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import select
 import shutil
 from pathlib import Path
 from typing import Any
@@ -403,3 +405,84 @@ def test_an_in_process_session_reaps_the_sandbox_children_it_started(
     micro_pids = {int(line) for line in notes.read_text().split()}
     assert micro_pids
     assert children_still_alive(micro_pids) == []
+
+
+# -- what candidate code forks ends with its sandbox child --------------------------------------
+
+# started by the candidate below: holds the test's FIFO open for reading (a reader the test can
+# reach), says so, and writes its file only once the test writes to that FIFO
+GRANDCHILD = """
+import os, select, sys
+fifo = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)
+print("holding", flush=True)
+select.select([fifo], [], [])
+if os.read(fifo, 16):
+    with open(sys.argv[2], "w") as late:
+        late.write("outlived its rollout")
+"""
+
+# the first rollout to get here starts GRANDCHILD in its child's process group, waits until it
+# holds the FIFO, notes its pid and returns: the grandchild outlives the rollout
+FORK_ONCE = """
+
+import os as _os
+import subprocess as _subprocess
+import sys as _sys
+
+try:
+    _claim = _os.open({pid_file!r} + ".claim", _os.O_CREAT | _os.O_EXCL | _os.O_WRONLY)
+except FileExistsError:
+    pass
+else:
+    _grandchild = _subprocess.Popen(
+        [_sys.executable, "-c", {script!r}, {fifo!r}, {late!r}],
+        stdin=_subprocess.DEVNULL,
+        stdout=_subprocess.PIPE,
+    )
+    _grandchild.stdout.readline()
+    with open({pid_file!r}, "w") as _noted:
+        _noted.write(str(_grandchild.pid))
+    _os.close(_claim)
+    _sys.outliving_grandchild = _grandchild  # kept: never waited for, never warned about
+"""
+
+
+@pytest.mark.attack(
+    "candidate-code",
+    attack=(
+        "candidate code that starts a process which outlives its rollout (it could keep running, hold "
+        "files, race the next rollout)"
+    ),
+    outcome="prevented: ending a sandbox child kills its whole process group, what it forked with it",
+)
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="waits for a process not its own (Linux)")
+def test_a_process_candidate_code_starts_does_not_outlive_its_sandbox_child(
+    noisy, projects, capevolve
+) -> None:
+    observed = noisy / "observed"
+    fifo, late, pid_file = observed / "go.fifo", observed / "late.txt", observed / "grandchild.pid"
+    os.mkfifo(fifo)
+    without_microcases(noisy)
+    code = FORK_ONCE.format(pid_file=str(pid_file), script=GRANDCHILD, fifo=str(fifo), late=str(late))
+    no_op_candidate(noisy, "forker", code)
+    result = capevolve(noisy, "forker")
+    assert result.ret == 0, result.stdout.str()
+    pid = int(pid_file.read_text())  # it held the FIFO when its rollout returned
+    try:
+        pidfd: int | None = os.pidfd_open(pid)
+    except ProcessLookupError:
+        pidfd = None  # gone already
+    # a grandchild still holding the FIFO is let go now: it writes `late`, unless it was killed
+    with contextlib.suppress(OSError):  # ENXIO: nothing holds it; EPIPE: its holder just died
+        writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        try:
+            os.write(writer, b"go")
+        finally:
+            os.close(writer)
+    if pidfd is not None:
+        try:  # it ends either way (killed, or let go); the bound only stops a hang
+            ended, _, _ = select.select([pidfd], [], [], 300)
+        finally:
+            os.close(pidfd)
+        assert ended, f"the grandchild {pid} is still running after the session"
+    assert not late.exists(), late.read_text()
