@@ -186,7 +186,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "candidate capability folder to evaluate (repeatable); default: the current best",
         action="append",
         default=[],
-        metavar="DIR",
+        metavar="CANDIDATE_FOLDER",
     )
     option(
         "tag",
@@ -319,10 +319,13 @@ def _session_target(config: pytest.Config) -> tuple[str | None, bool]:
     if finalize:
         for flag in "candidate split gate rerun new_run block".split():
             if getattr(config.option, f"capevolve_{flag}"):
+                import shlex  # here: a plain pytest session imports nothing more for this check
+
+                named = f"--capevolve-{flag.replace('_', '-')}"
                 raise pytest.UsageError(
-                    f"--capevolve-{flag.replace('_', '-')} does not apply to --capevolve-finalize: finalize "
-                    "scores the run's current best, once, with the spec's trials; drop the flag, or "
-                    "run it in a session first (pytest --capevolve-run . ...) and finalize after"
+                    f"{named} does not apply to --capevolve-finalize: finalize scores the run's current "
+                    "best, once, with the spec's trials; drop the flag, or evaluate with it first "
+                    f"(pytest --capevolve-run {shlex.quote(finalize)} {named} …) and finalize after"
                 )
     return (finalize or run), bool(finalize)
 

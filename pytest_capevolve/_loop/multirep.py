@@ -9,12 +9,14 @@ block 0 alone. Pays no rollout."""
 from __future__ import annotations
 
 import math
+import shlex
 from typing import Any, NotRequired, TypedDict, cast
 
 from .. import _stats as stats
+from .._policy.booking.commit_checks import source_folder
 from .._project.blocks import first_trial
 from .._project.spec import Spec
-from .._project.way_on import pasteable
+from .._project.way_on import pasteable, shown
 from .._show.numbers import num
 from .._stats.intervals import replicate_summary
 from .._store.readers.evidence import index_records, reward_matrix
@@ -106,10 +108,9 @@ def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -
         rows.append(row)
     used = [r for r in rows if r["used"]]
     if not used:
-        evaluate = "pytest --capevolve-run PROJECT --capevolve-candidate DIR [--capevolve-block B]"
         raise Refusal(
             f"no block has val rollouts of both {tag!r} and {against!r} covering min_coverage "
-            f"{spec.min_coverage:.0%}; evaluate them: {pasteable(evaluate, spec.project_dir)}"
+            f"{spec.min_coverage:.0%}; evaluate them: {evaluating_both(rundir, tag, against, block=0)}"
         )
     # a used block has a Δ̄ (``used`` requires one), so this is every used block's
     summary = replicate_summary([d for r in used if (d := r.get("delta_mean")) is not None], level=LEVEL)
@@ -129,7 +130,9 @@ def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -
         },
     )
     status, reason = _resolution(summary, paired_se)
-    reason = pasteable(reason, spec.project_dir)
+    if status == "single_block":  # the next block's session, for both tags
+        block = max(r["block"] for r in used) + 1
+        reason = reason.replace("EVALUATE", evaluating_both(rundir, tag, against, block=block))
     return MultirepAnswer(
         run_id=rundir.run_id,
         tag=tag,
@@ -142,14 +145,23 @@ def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -
     )
 
 
+def evaluating_both(rundir: RunDir, tag: str, against: str, *, block: int) -> str:
+    """The session that evaluates ``against`` and ``tag`` in replicate ``block``, each from the folder
+    it was registered from, under its tag: pasted, it gives multirep the rollouts it asks for."""
+    words = ["pytest", "--capevolve-run", "PROJECT"]
+    for name in (against, tag):
+        words += ["--capevolve-candidate", shown(source_folder(rundir, name)), "--capevolve-tag", name]
+    words += ["--capevolve-block", str(block)] if block else []
+    return pasteable(shlex.join(words), rundir.project_dir)
+
+
 def _resolution(summary: Any, paired_se: float | None) -> tuple[str, str]:
     """One of ``single_block``, ``not_resolvable``, ``resolved``, ``unresolved``, with its sentence."""
     r = summary.blocks
     if r < 2:
         return (
             "single_block",
-            "one block: no across-run SE yet; evaluate another (pytest --capevolve-run PROJECT "
-            "--capevolve-candidate DIR --capevolve-block 1) to see run-to-run error",
+            "one block: no across-run SE yet; evaluate another (EVALUATE) to see run-to-run error",
         )
     if summary.agreeing < 2:
         return (

@@ -63,8 +63,8 @@ FINALIZED = Guard(
         Checkpoint.MERGE: "merge in a new run (pytest --capevolve-run PROJECT --capevolve-new-run)",
         Checkpoint.WORK: f"{NEW_RUN[:-1]}, or capevolve hill-climb --new-run)",
         Checkpoint.COMMIT: (
-            "gate it in a new run (pytest --capevolve-run PROJECT --capevolve-candidate DIR "
-            "--capevolve-gate --capevolve-new-run); its val and test are scored afresh there"
+            "gate its folder in a new run (pytest --capevolve-run PROJECT --capevolve-candidate "
+            "CANDIDATE_FOLDER --capevolve-gate --capevolve-new-run); its val and test are scored afresh there"
         ),
     },
 )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -31,7 +33,9 @@ def rollout_bytes(project: Path) -> dict[str, bytes]:
 # -- end to end ----------------------------------------------------------------------------------------
 
 
-def test_two_blocks_of_one_candidate_give_the_across_run_se(improved_gated, projects, capevolve, capsys):
+def test_two_blocks_of_one_candidate_give_the_across_run_se(
+    improved_gated, projects, capevolve, capsys, pytester
+):
     project, gated = improved_gated  # at two trials: blocks work alike at any n
     assert gated.ret == 0, gated.stdout.str()
     verdict_path = next((project / ".capevolve" / "runs").iterdir()) / "verdicts" / "improved.json"
@@ -50,8 +54,18 @@ def test_two_blocks_of_one_candidate_give_the_across_run_se(improved_gated, proj
     assert refused.ret == 4
     refused.stderr.fnmatch_lines(["*--capevolve-gate with --capevolve-block 1: the gate reads block 0 only*"])
 
-    # the seed (its capability folder) beside the candidate: the best is now `improved`
-    second = capevolve(project, project / "capability", "improved", extra=["--capevolve-block", "1", "-v"])
+    # the session multirep names, pasted: the seed (its capability folder) beside the candidate
+    # (the best is now `improved`), each under its tag, in block 1
+    pasted = re.fullmatch(
+        r"one block: no across-run SE yet; evaluate another \((pytest .*)\) to see .*", single["reason"]
+    )
+    assert pasted is not None, single["reason"]
+    words = shlex.split(pasted.group(1))
+    folders = [Path(words[i + 1]).resolve() for i, w in enumerate(words) if w == "--capevolve-candidate"]
+    assert Path(words[words.index("--capevolve-run") + 1]).resolve() == project.resolve()
+    assert folders == [(project / "capability").resolve(), (project / "candidates" / "improved").resolve()]
+    assert [words[i + 1] for i, w in enumerate(words) if w == "--capevolve-tag"] == ["seed", "improved"]
+    second = pytester.runpytest(*words[1:], "-p", "no:cacheprovider", "-v")
     assert second.ret == 0, second.stdout.str()
     second.stdout.fnmatch_lines(
         ["*n??[[]improved-b1-t1[]]*", "*replicate block 1 (trial seeds base_seed + 1000000 + k)*"]

@@ -76,6 +76,8 @@ def test_the_ways_on_name_the_command_of_their_checkpoint() -> None:
     way_on = guards.FINALIZED.way_on_at
     assert "capevolve hill-climb --new-run" in way_on(Checkpoint.HILL_CLIMB)
     assert "--capevolve-new-run" in way_on(Checkpoint.SESSION) and "merge" in way_on(Checkpoint.MERGE)
+    # a commit's: the candidate's folder, named as what it is (it said `--capevolve-candidate DIR`)
+    assert "--capevolve-candidate CANDIDATE_FOLDER --capevolve-gate" in way_on(Checkpoint.COMMIT)
 
 
 def test_a_run_still_sealed_is_not_refused(monkeypatch: pytest.MonkeyPatch) -> None:

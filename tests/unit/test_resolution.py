@@ -3,6 +3,7 @@ sign-flip test's own attainable p-values; and the level the next decision is tak
 
 from __future__ import annotations
 
+import shlex
 from fractions import Fraction as F
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from pytest_capevolve._decide.verdict import Verdict
 from pytest_capevolve._policy.alpha.resolution import next_level, out_of_reach
 from pytest_capevolve._project.spec import Spec
+from pytest_capevolve._project.way_on import shown
 from pytest_capevolve._stats.sign_flip import best_p, smallest_win
 
 
@@ -153,7 +155,9 @@ def test_a_run_frozen_under_lord_keeps_it_when_the_default_moved_on(tmp_path):
     frozen = [{"settings": {"gate_alpha_schedule": "lord", "gate_alpha": 0.05}}]
     rundir = SimpleNamespace(run_id="r1", log=SimpleNamespace(of_kinds=lambda *_: frozen))
     (tmp_path / "capevolve.yaml").write_text("gate_alpha: 0.05\n")  # names no schedule
-    spec = Spec(**{**_loop_spec("constant").__dict__, "path": tmp_path / "capevolve.yaml"})
+    spec = Spec(
+        **{**_loop_spec("constant").__dict__, "path": tmp_path / "capevolve.yaml", "project_dir": tmp_path}
+    )
     assert loop_default(spec, rundir, {})[0].gate_alpha_schedule == "lord"  # type: ignore[arg-type]
     assert next_decision_spec(spec, rundir).gate_alpha_schedule == "lord"  # type: ignore[arg-type]
     assert run_loop_schedule(rundir) == "lord"  # type: ignore[arg-type]
@@ -175,10 +179,18 @@ def test_the_baseline_says_its_levels_are_the_loops_until_a_first_decision(tmp_p
     frozen: list[dict[str, object]] = []
     rundir = SimpleNamespace(run_id="r1", log=SimpleNamespace(of_kinds=lambda *_: frozen))
     (tmp_path / "capevolve.yaml").write_text("gate_alpha: 0.05\n")  # names no schedule
-    spec = Spec(**{**_loop_spec("constant").__dict__, "path": tmp_path / "capevolve.yaml"})
+    spec = Spec(
+        **{**_loop_spec("constant").__dict__, "path": tmp_path / "capevolve.yaml", "project_dir": tmp_path}
+    )
     note = handoff_schedule_note(spec, rundir)  # type: ignore[arg-type]
     assert note is not None and "loop's (gate_alpha_schedule addis" in note
     assert "gates at constant α = 0.05 instead and freezes that for the run" in note
+    # the one-shot gate of this project, the folder named as what it is (it said `--capevolve-run .
+    # --capevolve-candidate DIR`, wherever the project was)
+    project = shlex.quote(shown(tmp_path))
+    assert (
+        f"(pytest --capevolve-run {project} --capevolve-candidate CANDIDATE_FOLDER --capevolve-gate)" in note
+    )
     frozen.append({"settings": {"gate_alpha_schedule": "constant", "gate_alpha": 0.05}})
     assert handoff_schedule_note(spec, rundir) is None  # type: ignore[arg-type]
     frozen.clear()

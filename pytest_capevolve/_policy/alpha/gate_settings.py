@@ -16,6 +16,7 @@ from typing import Any
 
 from ..._decide.alpha_budget import LOOP_SCHEDULE, SCHEDULES, slot_problems
 from ..._project.spec import Spec
+from ..._project.way_on import pasteable
 from ..._project.yamlfile import YamlError, read_yaml
 from ..._store.files import RunDirError
 from ..._store.log.event_kinds import GATE_SETTINGS_FROZEN
@@ -214,11 +215,12 @@ def handoff_schedule_note(spec: Spec, rundir: RunDir) -> str | None:
     """One line for ``baseline``: a one-shot gate before the first decision would freeze ``constant``."""
     if frozen_schedule(rundir) is not None or spec.gate_alpha_schedule != "constant" or KEY in _pinned(spec):
         return None
-    return (
+    return pasteable(
         f"these levels are the loop's (gate_alpha_schedule {LOOP_SCHEDULE}: hill-climb, or `capevolve "
         "work new` and the gate command in `next`); a one-shot gate of a candidate folder (pytest "
-        "--capevolve-run . --capevolve-candidate DIR --capevolve-gate) as this run's first decision "
-        f"gates at constant α = {spec.gate_alpha:g} instead and freezes that for the run"
+        "--capevolve-run PROJECT --capevolve-candidate CANDIDATE_FOLDER --capevolve-gate) as this run's "
+        f"first decision gates at constant α = {spec.gate_alpha:g} instead and freezes that for the run",
+        spec.project_dir,
     )
 
 

@@ -149,13 +149,19 @@ def full_verdict_against_best(
     return verdict
 
 
-def evaluating(rundir: RunDir, tag: str, flag: str) -> str:
-    """The command that evaluates ``tag`` again with ``flag``: the folder it was registered from (its
-    snapshot is never a source: a session would write its bytecode there), under its tag."""
+def source_folder(rundir: RunDir, tag: str) -> Path:
+    """The folder ``tag`` was registered from, for a command that evaluates it again (its snapshot
+    when that folder is gone: a session would write its bytecode there, so it is never the first choice)."""
     meta = rundir.snapshots.candidate_dir(tag) / "candidate.json"
     source = str(read_json(meta).get("source", "")) if meta.is_file() else ""
     folder = Path(rundir.project_dir or ".", source)
-    folder = folder if source and folder.is_dir() else rundir.snapshots.snapshot_dir(tag)
+    return folder if source and folder.is_dir() else rundir.snapshots.snapshot_dir(tag)
+
+
+def evaluating(rundir: RunDir, tag: str, flag: str) -> str:
+    """The command that evaluates ``tag`` again with ``flag``: the folder it was registered from
+    (:func:`source_folder`), under its tag."""
+    folder = source_folder(rundir, tag)
     command = f"pytest --capevolve-run PROJECT --capevolve-candidate {shlex.quote(shown(folder))} "
     return pasteable(f"{command}--capevolve-tag {tag} {flag}", rundir.project_dir)
 
