@@ -351,7 +351,7 @@ class CapevolveReporter:
                 " (no bar under gate_mode pairwise: the judge's sign test is its own null)" if judged else ""
             )
             tr.write_line(f"noise floor from null controls: {shown}; spread {spread:.4f}{floor}")
-        for line in render_verdicts(outcome.verdicts):
+        for line in render_verdicts(outcome.verdicts, outcome.against):
             tr.write_line(line)
         tr.write_line(VERDICTS_LEGEND.format(against=f"'{outcome.against}'"))
         for verdict in outcome.verdicts:

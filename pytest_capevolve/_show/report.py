@@ -129,16 +129,19 @@ VERDICTS_LEGEND = (
 )
 
 
-def render_verdicts(verdicts: Sequence[Any]) -> list[str]:
+def render_verdicts(verdicts: Sequence[Any], against: str | None = None) -> list[str]:
     """One line per verdict: decision, the numbers it rests on, and its reason (a reject's
-    prefixed with the rule that decided it, its basis: ``exact``, ``null_floor``, ...)."""
+    prefixed with the rule that decided it, its basis: ``exact``, ``null_floor``, ...). Under a
+    heading that names ``against``, a verdict gated against another tag (a sibling re-gated after
+    its round's accept) says which: its Δ̄ is not from ``against``."""
     header = ("tag", "decision", "n", "Δ̄", "SE", "95% CI", "p", "bar", "reason")
     body = []
     for v in verdicts:
+        tag = v.tag if against is None or v.against in (None, against) else f"{v.tag} (vs {v.against})"
         decision = shown_decision(v.decision, v.basis, v.delta_mean, (v.details or {}).get("looks")).upper()
         numbers = (num(v.delta_mean, "+.4f"), num(v.se, ".4f"), interval(v.ci), num(v.p_value, ".4g"))
         reason = f"by {v.basis}: {v.reason}" if v.decision == "reject" and v.basis else v.reason
-        body.append((v.tag, decision, str(v.n_tasks), *numbers, num(v.bar, ".4f"), reason))
+        body.append((tag, decision, str(v.n_tasks), *numbers, num(v.bar, ".4f"), reason))
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header) - 1)]
     return [
         "  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]

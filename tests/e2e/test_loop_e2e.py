@@ -273,6 +273,10 @@ def test_two_improving_siblings_the_second_is_regated_against_the_first(example,
     assert [(r["tag"], r["parent"], r["gated_against"]) for r in rejected] == [("second", "seed", "first")]
     assert rejected[0]["changed_files"] == ["prompt.md (changed)"]
     result.stdout.fnmatch_lines(["*first: booked accept*", "*second: booked reject (gate)*"])
+    # the session's table of verdicts vs seed says that second's Δ̄ is against first
+    result.stdout.fnmatch_lines(
+        ["*capevolve verdicts vs seed (val)*", "tag *", "first  *", "second (vs first)  *"]
+    )
     # what the next proposer reads names the tag it was gated against, not only its parent
     ledger = (projects.run_dir(project) / "LEDGER.md").read_text()
     assert "| second | seed (gated against first) | reject |" in ledger
