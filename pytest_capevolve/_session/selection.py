@@ -84,7 +84,11 @@ def in_this_rerun(rest: str, tags: set[str]) -> str:
 
 
 def notes(
-    config: pytest.Config, plan: EvalPlan, named: dict[str, str], spec_name: str
+    config: pytest.Config,
+    plan: EvalPlan,
+    named: dict[str, str],
+    spec_name: str,
+    project_dir: Path | None = None,
 ) -> tuple[list[str], list[str]]:
     """Controller only: (the named rollouts the plan owes, lines about the rest and ``--lf``/``--ff``)."""
     lines = []
@@ -112,7 +116,12 @@ def notes(
     unknown = list(nameless.values())
     if unknown:  # a FAILED line's id pasted without its candidate: say how to name it
         tag = next(iter(nameless)).rpartition("[")[2].rpartition("-t")[0]  # (a rerun's: its fresh tag)
-        add = f"its tag {tag!r} is not in it: add --capevolve-candidate with its folder, or "
+        # a FAILED id's tag: what its failed rollouts did is one command away, not another session
+        diagnose = pasteable(f"`capevolve diagnose {shlex.quote(tag)} PROJECT`", project_dir)
+        add = (
+            f"its tag {tag!r} is not in it: {diagnose} shows what its failed rollouts did and why; to run "
+            "one the run still owes, add --capevolve-candidate with its folder; or "
+        )
         lines.append(
             f"{unknown[0]}{' and others' if len(unknown) > 1 else ''} names no rollout of this session's "
             f"plan, so nothing is run for it ({add if tag and tag not in plan.tags() else ''}"

@@ -147,7 +147,7 @@ def _selected(config: pytest.Config, spec: Spec, plan: EvalPlan, given: list[str
     """Controller only: the node ids given that name a rollout the plan owes (lines about the others go to
     the reporter). Ids given, none owed: the session runs in-process and collects nothing."""
     named = selection.named_rollouts(given, spec.path.name)
-    selected, lines = selection.notes(config, plan, named, spec.path.name)
+    selected, lines = selection.notes(config, plan, named, spec.path.name, spec.project_dir)
     reporter = config.pluginmanager.get_plugin("capevolve-reporter")
     if reporter is not None:
         reporter.notes += lines

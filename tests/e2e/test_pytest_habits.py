@@ -5,12 +5,15 @@ shortens the FAILED lines."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from glob import escape
 
 import pytest
 import run_log
+
+from pytest_capevolve._cli.main import main
 
 FAILED = re.compile(r"^FAILED (\S+) reward (\S+)(: .*)?$")
 ROLLOUTS = re.compile(r"^rollouts: (\d+) paid, (\d+) reused")
@@ -66,7 +69,7 @@ def test_x_stops_at_a_failed_rollout_prints_the_table_and_a_run_without_it_compl
 
 
 def test_a_failed_lines_id_is_the_collected_node_id_and_selects_that_rollout_when_owed(
-    example, projects, capevolve, pytester
+    example, projects, capevolve, pytester, capsys
 ) -> None:
     project = example("toy_calc")
     listed = capevolve(project, "careful", extra=["--co", "-q"])
@@ -99,8 +102,15 @@ def test_a_failed_lines_id_is_the_collected_node_id_and_selects_that_rollout_whe
     theirs = next(i for i in failed if "[careful-" in i)
     alone = capevolve(project, extra=[theirs])
     alone.stdout.fnmatch_lines(
-        ["*its tag 'careful' is not in it: add --capevolve-candidate with its folder*"]
+        [
+            "*its tag 'careful' is not in it: `capevolve diagnose careful *` shows*add --capevolve-candidate with its folder*"
+        ]
     )
+    # the diagnose command it names, pasted, reaches that tag's failures in one hop (it took two)
+    said = alone.stdout.str().split("`capevolve diagnose ", 1)[1].split("`")[0]
+    capsys.readouterr()
+    assert main(["diagnose", *shlex.split(said), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tag"] == "careful"
 
 
 def test_a_recorded_id_in_a_run_that_owes_others_runs_nothing(example, projects, capevolve) -> None:
