@@ -169,11 +169,14 @@ def decide_screen(
     gate: GateConfig | None = None,
     seed: int = 0,
     num_trials: int | None = None,
+    gate_level: float | Fraction | None = None,
 ) -> ScreenResult:
     """Kill or promote from the subset's reward matrices. ``num_trials`` (None: tasks picked by hand): the
     trials per task the subset was chosen with, so the harm test reads only the held-out ones. ``best_full``,
     ``subset_rows`` and ``gate`` enable the ceiling kill, for the ``exact`` gate only (its p only falls as
-    the candidate's reward rises, so the optimistic completion is the best case)."""
+    the candidate's reward rises, so the optimistic completion is the best case). The ceiling is tested at
+    ``gate``'s α, which no decision of the run exceeds; a kill quotes ``gate_level``, the α the gate's next
+    decision gets under the run's schedule, which that p exceeds too."""
     candidate, best = stats.as_matrix(candidate), stats.as_matrix(best)
     deltas, _ = stats.paired_deltas(candidate, best)
     delta_mean = float(np.mean(deltas)) if deltas.size else None
@@ -199,11 +202,12 @@ def decide_screen(
             f"≤ α = {float(alpha):g} (Δ̄ = {shown})"
         )
     elif optimistic is not None and optimistic.decision != ACCEPT and optimistic.basis == Basis.EXACT:
-        assert gate is not None
+        assert gate is not None and optimistic.p_value is not None
         decision, basis = KILL, CEILING
+        level = gate.alpha if gate_level is None or optimistic.p_value <= gate_level else gate_level
         reason = (
             f"ceiling: even if every unscreened task passed every trial, the full-val gate "
-            f"would not accept (p = {optimistic.p_value:.4g} > α = {float(gate.alpha):.4g}); "
+            f"would not accept (p = {optimistic.p_value:.4g} > α = {float(level):.4g}); "
             f"Δ̄ on the subset = {shown}"
         )
     else:

@@ -23,6 +23,7 @@ from .._store.files import atomic_write_json
 from .._store.log.event_kinds import SCREEN, SCREEN_STARTED
 from .._store.readers.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
 from .._store.rundir import RunDir, RunDirError
+from .gating import AlphaBudget
 from .outcome import Outcome, SessionHooks
 from .persistence import Persistence, record_finish, summarize
 from .plan_build import build_plan, valid_column_keys
@@ -176,6 +177,10 @@ class ScreenSession:
         best_side = reward_matrix(by_tag.get(best, {}), subset, trials)
         best_full = reward_matrix(by_tag.get(best, {}), val_ids, trials)
         rows = [val_ids.index(t) for t in subset]
+        # the level the candidate's gate would decide at next under the run's schedule (quoted by a
+        # ceiling kill; the ceiling itself is tested at the spec's α, which no decision exceeds)
+        budget = AlphaBudget.read(spec, rundir, [tag], against=best)
+        level = gate_config(spec, alpha=None if budget.schedule == "constant" else budget.round).alpha
         result = ladder.decide_screen(
             candidate,
             best_side,
@@ -185,6 +190,7 @@ class ScreenSession:
             gate=gate_config(spec),
             seed=spec.base_seed,
             num_trials=None if planned.request.ids else trials,
+            gate_level=level,
         )
         # counted from the files, not this session's tally: rollouts paid by an interrupted
         # screen of the same candidate are fired too (earlier screens' share is not counted twice)

@@ -122,6 +122,31 @@ def test_the_ceiling_kills_a_candidate_that_cannot_catch_up() -> None:
     assert "even if every unscreened task passed" in result.reason
 
 
+def test_a_ceiling_kill_quotes_the_level_the_next_gate_decides_at() -> None:
+    """Under an addis or lord schedule the gate's next decision gets less than the spec's α; the
+    kill said α = 0.05 there. It is decided at the spec's α (no decision gets more) and quotes the
+    next decision's level, which its p exceeds too."""
+    best_full = np.ones((40, 5))
+    best_full[:10] = 0.0
+    cand = np.zeros((10, 5))
+    level = Fraction(1, 64)
+    result = screen.decide_screen(
+        cand,
+        best_full[:10],
+        alpha=0.05,
+        best_full=best_full,
+        subset_rows=range(10),
+        gate=GATE,
+        gate_level=level,
+    )
+    assert result.decision == screen.KILL and result.basis == screen.CEILING
+    assert f"> α = {float(level):.4g})" in result.reason and "α = 0.05" not in result.reason
+    constant = screen.decide_screen(
+        cand, best_full[:10], alpha=0.05, best_full=best_full, subset_rows=range(10), gate=GATE
+    )
+    assert constant.decision == result.decision and f"> α = {float(GATE.alpha):.4g})" in constant.reason
+
+
 def test_the_ceiling_is_only_for_the_exact_gate() -> None:
     best_full = np.ones((40, 5))
     paired = GateConfig(mode="paired", k_se=1.0, min_coverage=0.8)
