@@ -45,52 +45,83 @@ _escaped = functools.lru_cache(maxsize=1 << 16)(escape_id)  # a verify names eve
 _checked_tag = functools.lru_cache(maxsize=1 << 12)(check_tag)
 
 
+class Doubles:
+    """The one rule of a key paid twice, fed a log's events in order: two valid rollout events of one
+    key (a reward, no infra error) with no quarantine or vanish of its file between. Asked by
+    :func:`untrusted` before a decision reads the log, and by ``capevolve verify`` (:func:`paid_twice`),
+    so verify shows every double a decision refuses."""
+
+    def __init__(self) -> None:
+        self.valid_since: dict[Key, int] = {}
+        self.moved: dict[str, int] = {}  # file -> seq of its last quarantine or vanish
+        self.doubled: dict[Key, list[int]] = {}
+
+    def rollout(self, key: Key, event: dict[str, Any]) -> None:
+        if event.get("infra_error") is not None or event.get("reward") is None:
+            return
+        seq = event.get("seq", 0)
+        earlier = self.valid_since.get(key)
+        if earlier is not None and (not self.moved or self.moved.get(rollout_file(key), -1) < earlier):
+            self.doubled.setdefault(key, [earlier]).append(seq)
+        self.valid_since[key] = seq
+
+    def other(self, event: dict[str, Any]) -> None:  # (not called per rollout: 60,000 of them in a verify)
+        for file in moved_files(event):
+            self.moved[file] = int(event.get("seq", 0))
+
+    def lines(self) -> list[str]:
+        return [
+            f"{key[0]} {key[1]} {key[2]} t{key[3]}: paid {len(seqs)} times (rollout events seq "
+            f"{', '.join(map(str, seqs))}) with no quarantine or vanish of its file between"
+            for key, seqs in self.doubled.items()
+        ]
+
+
+def paid_twice(events: Iterable[dict[str, Any]]) -> list[str]:
+    """One line per key paid twice (:class:`Doubles`), from a log's events in order."""
+    doubles = Doubles()
+    for event in events:
+        if event.get("kind") != ROLLOUT:
+            doubles.other(event)
+            continue
+        try:
+            doubles.rollout((event["split"], event["task_id"], event["tag"], event["trial"]), event)
+        except (KeyError, TypeError):
+            continue  # no key: :func:`untrusted` names it
+    return doubles.lines()
+
+
 def untrusted(events: Iterable[dict[str, Any]]) -> list[str]:
     """One line per rollout event no claim paid, and per key paid twice (``events``: of :data:`KINDS`)."""
     claims: dict[str, dict[tuple[str, str, int], set[str]]] = {}  # claim -> (split, tag, trial) -> ids
-    valid_since: dict[Key, int] = {}
-    moved: dict[str, int] = {}  # file -> seq of its last quarantine or vanish
+    doubles = Doubles()
     problems: list[str] = []
-    doubled: dict[Key, list[int]] = {}
     for event in events:
         kind = event.get("kind")
         if kind == ROLLOUT:
             try:
                 split, task_id, tag, trial = event["split"], event["task_id"], event["tag"], event["trial"]
                 key = (split, task_id, tag, trial)
-                seq = event.get("seq", 0)
                 if claims:
                     held = claims.get(event.get("claim"))  # type: ignore[arg-type]
                     ids = None if held is None else held.get((split, tag, trial))
                     if ids is None or task_id not in ids:
                         problems.append(
-                            f"rollout event seq {seq} ({split} {task_id} {tag} t{trial}): no session's "
-                            "claim holds it (written outside a session)"
+                            f"rollout event seq {event.get('seq', 0)} ({split} {task_id} {tag} t{trial}): no "
+                            "session's claim holds it (written outside a session)"
                         )
+                doubles.rollout(key, event)
             except (KeyError, TypeError):
                 problems.append(f"rollout event seq {event.get('seq')}: no key (written outside a session)")
-                continue
-            if event.get("infra_error") is not None or event.get("reward") is None:
-                continue
-            earlier = valid_since.get(key)
-            if earlier is not None and (not moved or moved.get(rollout_file(key), -1) < earlier):
-                doubled.setdefault(key, [earlier]).append(seq)
-            valid_since[key] = seq
         elif kind == CLAIMED:
             held = claims.setdefault(str(event.get("claim")), {})
             for group, ids in (event.get("keys") or {}).items():
                 split, _, rest = str(group).partition("/")
                 tag, _, trial = rest.rpartition("/")
                 held.setdefault((split, tag, int(trial)), set()).update(map(str, ids or []))
-        else:  # (not called per rollout: 60,000 of them in a verify)
-            for file in moved_files(event):
-                moved[file] = int(event.get("seq", 0))
-    for key, seqs in doubled.items():
-        problems.append(
-            f"{key[0]} {key[1]} {key[2]} t{key[3]}: paid {len(seqs)} times (rollout events seq "
-            f"{', '.join(map(str, seqs))}) with no quarantine or vanish of its file between"
-        )
-    return problems
+        else:
+            doubles.other(event)
+    return problems + doubles.lines()
 
 
 def refuse_untrusted(events: Iterable[dict[str, Any]], run_id: str) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from ..decisions.state_tally import BestRule
 from ..log.event_chain import verified_events
 from ..log.event_kinds import ROLLOUT
 from ..log.log_views import check_views
-from ..log.paid_by import Key, moved_files, rollout_file
+from ..log.paid_by import Key, moved_files, paid_twice, rollout_file
 from ..rollouts.index_sync import RolloutScan, Scanned, data_of, error_of, log_vanished, scan_rollouts
 from ..rundir import RunDir
 
@@ -93,7 +92,7 @@ def _rollouts(
     held = len(rest)
     last, quarantined = _last_rollouts(events, rest)
     rollout_events = len(events) - (len(rest) - held)
-    problems = _paid_twice(events, rollout_events, last, quarantined)
+    problems = _paid_twice(events, rollout_events, last)
     remaining = dict(last)  # the logged keys no file has been found for yet
     tampered: list[tuple[str, str | None]] = []  # (file relative to the run dir, its sha256 as read)
     for split, files in scanned.items():
@@ -128,26 +127,11 @@ def _last_rollouts(events: list[dict[str, Any]], rest: list[dict[str, Any]]) -> 
     return last, quarantined
 
 
-def _paid_twice(
-    events: list[dict[str, Any]], rollout_events: int, last: Logged, quarantined: dict[str, int]
-) -> list[str]:
-    """Files with more than one valid rollout event since last moved or gone."""
-    if rollout_events <= len(last):
+def _paid_twice(events: list[dict[str, Any]], rollout_events: int, last: Logged) -> list[str]:
+    """Keys paid twice, by the rule a decision refuses them by (:class:`..log.paid_by.Doubles`)."""
+    if rollout_events <= len(last):  # no key has a second rollout event
         return []
-    keys = [
-        key
-        for event in events
-        if event.get("kind") == ROLLOUT and event.get("infra_error") is None
-        for key in [_key(event)]
-        if not quarantined or int(event.get("seq", 0)) > quarantined.get(rollout_file(key), -1)
-    ]
-    if len(set(keys)) == len(keys):
-        return []
-    counted = Counter(keys)
-    return [
-        f"{rel}: paid {count} times (one valid rollout event each)"
-        for rel, count in sorted((rollout_file(key), count) for key, count in counted.items() if count > 1)
-    ]
+    return paid_twice(events)
 
 
 def _file_key(split: str, seen_file: Scanned) -> tuple[Key, Any, Any]:
