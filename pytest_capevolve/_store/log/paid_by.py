@@ -95,6 +95,7 @@ def untrusted(events: Iterable[dict[str, Any]]) -> list[str]:
     """One line per rollout event no claim paid, and per key paid twice (``events``: of :data:`KINDS`)."""
     claims: dict[str, dict[tuple[str, str, int], set[str]]] = {}  # claim -> (split, tag, trial) -> ids
     doubles = Doubles()
+    paid = doubles.rollout  # (bound once: called per rollout, 60,000 times before a decision)
     problems: list[str] = []
     for event in events:
         kind = event.get("kind")
@@ -110,7 +111,7 @@ def untrusted(events: Iterable[dict[str, Any]]) -> list[str]:
                             f"rollout event seq {event.get('seq', 0)} ({split} {task_id} {tag} t{trial}): no "
                             "session's claim holds it (written outside a session)"
                         )
-                doubles.rollout(key, event)
+                paid(key, event)
             except (KeyError, TypeError):
                 problems.append(f"rollout event seq {event.get('seq')}: no key (written outside a session)")
         elif kind == CLAIMED:
