@@ -1,10 +1,13 @@
 """The run dir at scale: 10,000 tasks × 3 trials × 2 tags (60,000 rollouts) of a no-op agent.
 
-Run: python benchmarks/scale.py [--tasks N] [--graded] [--project DIR]   (default 10000; figures
-are ratios against baselines measured in the same run, because these machines are shared and
-noisy; ``--graded``: rewards in tenths from a seeded hash of task, trial and candidate, as a
-graded scorer gives, rather than all 1.0; ``--project`` reuses a project an earlier run of this
-script made, with the same ``--tasks``, and prints only 4b, 6 and 7)
+Run: python benchmarks/scale.py [--tasks N] [--graded] [--project DIR] [--rounds N] [--cached]
+(default 10000; figures are ratios against baselines measured in the same run, because these
+machines are shared and noisy; ``--graded``: rewards in tenths from a seeded hash of task, trial
+and candidate, as a graded scorer gives, rather than all 1.0; ``--project`` reuses a project an
+earlier run of this script made, with the same ``--tasks``, and prints only 4b, 6 and 7;
+``--waits-only`` with it: only 4b; ``--rounds``: the interleaved pairs of 4b, default 3;
+``--cached``: 4b with Python's bytecode cache; ``--profile-resume N`` with ``--project``: only
+where the CPU of N resumes goes, see 8)
 
 1. Fresh run: wall per rollout of `pytest --capevolve-run` (whole process), against a bare loop
    calling the adapter and writing the same records atomically.
@@ -16,9 +19,10 @@ script made, with the same ``--tasks``, and prints only 4b, 6 and 7)
    `pytest` session on one trivial test (the interpreter + pytest's own start-up).
 4. `capevolve gate cand` and `capevolve measure --no-finalize` (goal ≤ 1 s each), beside
    `capevolve --help` (the interpreter + the CLI's start-up).
-4b. The waits around a decision (issue 40), wall and CPU, each the better of three interleaved
-   pairs: the resume of 3 (goal ≤ 1.5x a trivial pytest session), `capevolve dashboard` (goal
-   ≤ 1.5x a `cat` of every file of the run) and `capevolve measure` (beside `--help`).
+4b. The waits around a decision (issue 40), wall and CPU, each the better of ``--rounds``
+   interleaved pairs (and the median and range of the pairs' CPU ratios): the resume of 3 (goal
+   ≤ 1.5x a trivial pytest session), `capevolve dashboard` (goal ≤ 1.5x a `cat` of every file of
+   the run) and `capevolve measure` (beside `--help`).
 5. When PYTHONDONTWRITEBYTECODE is set (as on these machines), 3 and 4 once more with Python's
    default bytecode cache, as a user's machine runs them.
 6. `capevolve verify` (goal ≤ 1.5×) against a script that reads and parses every rollout file once.
@@ -29,12 +33,20 @@ script made, with the same ``--tasks``, and prints only 4b, 6 and 7)
    each the better of three interleaved pairs; and the same again with Python's bytecode cache
    for our modules, as on a user's machine (the baseline scripts import only the standard
    library, whose cache is always there).
+8. ``--project DIR --profile-resume N``: where a resume with nothing owed spends its CPU, sampled
+   (``SIGPROF`` every millisecond of the process's CPU, the main thread's stack; no profiler's
+   per-call cost, which inflates Python loops several-fold against C calls), over N resumes with
+   our bytecode cached: each sample charged to the innermost frame of our package (or to the
+   import of numpy, of our package, of anything else), the shares printed against the resume's
+   CPU from its rusage.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -116,6 +128,23 @@ def main() -> None:
         help="the project an earlier run printed: only verify and gate again",
     )
     parser.add_argument("--graded", action="store_true", help="graded rewards (tenths) instead of all 1.0")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="interleaved pairs per wait of 4b (default 3; issue 40's resume figure is quoted at 12)",
+    )
+    parser.add_argument("--waits-only", action="store_true", help="with --project: print only 4b")
+    parser.add_argument(
+        "--cached", action="store_true", help="4b with Python's bytecode cache (as on a user's machine)"
+    )
+    parser.add_argument(
+        "--profile-resume",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --project: only sample N resumes' CPU (our bytecode cached) and print where it goes",
+    )
     args = parser.parse_args()
     os.environ.update(BENCH_TASKS=str(args.tasks), BENCH_SLEEP="0")
     pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
@@ -129,7 +158,12 @@ def main() -> None:
             "--capevolve-candidate",
             str(project / "cand"),
         ]
-        waits(project, run_cmd, pytest_cmd, cli)
+        if args.profile_resume:
+            profile_resume(project, run_cmd, args.profile_resume)
+            return
+        waits(project, run_cmd, pytest_cmd, cli, args.rounds, cached=args.cached)
+        if args.waits_only:
+            return
         reads(project, cli)
         stale_bytecode_note()
         return
@@ -192,7 +226,7 @@ def main() -> None:
         f"  capevolve gate:           {gate:8.2f} s   ({gate / cli_start:.1f}x capevolve --help {cli_start:.2f}s)"
     )
     print(f"  capevolve measure:        {measure:8.2f} s   ({measure / cli_start:.1f}x capevolve --help)")
-    waits(project, run_cmd, pytest_cmd, cli)
+    waits(project, run_cmd, pytest_cmd, cli, args.rounds, cached=args.cached)
     reads(project, cli)
     if os.environ.get("PYTHONDONTWRITEBYTECODE"):
         stale_bytecode_note()
@@ -233,12 +267,28 @@ print(float(np.mean(means["cand"] - means["seed"])))
 """
 
 
-def waits(project: Path, run_cmd: list[str], pytest_cmd: list[str], cli: list[str]) -> None:
+def waits(
+    project: Path,
+    run_cmd: list[str],
+    pytest_cmd: list[str],
+    cli: list[str],
+    rounds: int = 3,
+    *,
+    cached: bool = False,
+) -> None:
     """Issue 40's waits around a decision, each against its baseline, interleaved (each pair back
-    to back, three times; the better of each kept, wall and CPU apart): a resume with nothing
-    owed against a pytest session of one trivial test (goal ≤ 1.5x), ``capevolve dashboard``
-    against a ``cat`` of every file of the run (goal ≤ 1.5x), ``capevolve measure`` against
-    ``capevolve --help``."""
+    to back, ``rounds`` times; the better of each kept, wall and CPU apart, and the spread of the
+    pairs' CPU ratios: their median, lowest and highest): a resume with nothing owed against a
+    pytest session of one trivial test (goal ≤ 1.5x), ``capevolve dashboard`` against a ``cat``
+    of every file of the run (goal ≤ 1.5x), ``capevolve measure`` against ``capevolve --help``.
+    ``cached``: every process with Python's bytecode cache (a folder of its own, filled by a first
+    run of each command), as on a user's machine; else as this environment says (where
+    PYTHONDONTWRITEBYTECODE is set, pytest rewrites every module of its plugins' packages again in
+    each process, hypothesis's too: ~0.9 s of a trivial session's CPU here)."""
+    env = None
+    if cached:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = str(project.parent / "bytecode")
     trivial = project.parent / "trivial"
     trivial.mkdir(exist_ok=True)
     (trivial / "test_one.py").write_text("def test_one():\n    pass\n")
@@ -260,17 +310,23 @@ def waits(project: Path, run_cmd: list[str], pytest_cmd: list[str], cli: list[st
             "capevolve --help",
         ),
     }
-    print("  the waits around a decision (better of 3 interleaved pairs):")
+    label = ", bytecode cached" if cached else ""
+    print(f"  the waits around a decision (better of {rounds} interleaved pairs{label}):")
     for name, ((ours, ok), (base, base_ok), said) in pairs.items():
         mine, theirs = [], []
-        for _ in range(3):
-            mine.append(timed_cpu(ours, project, ok)[:2])
-            theirs.append(timed_cpu(base, project, base_ok)[:2])
+        if cached:  # fills the cache
+            timed_cpu(ours, project, ok, env)
+            timed_cpu(base, project, base_ok, env)
+        for _ in range(rounds):
+            mine.append(timed_cpu(ours, project, ok, env)[:2])
+            theirs.append(timed_cpu(base, project, base_ok, env)[:2])
         wall, cpu = min(w for w, _ in mine), min(c for _, c in mine)
         base_wall, base_cpu = min(w for w, _ in theirs), min(c for _, c in theirs)
+        ratios = sorted(c / b for (_, c), (_, b) in zip(mine, theirs, strict=True))
         print(
             f"  {name + ':':<26}{wall:6.2f} s wall, {cpu:.2f} s CPU: {wall / base_wall:.2f}x wall, "
-            f"{cpu / base_cpu:.2f}x CPU of {said} ({base_wall:.2f} s, {base_cpu:.2f} s CPU)"
+            f"{cpu / base_cpu:.2f}x CPU of {said} ({base_wall:.2f} s, {base_cpu:.2f} s CPU); "
+            f"CPU ratio of a pair: median {statistics.median(ratios):.2f}x, {ratios[0]:.2f}-{ratios[-1]:.2f}x"
         )
 
 
@@ -336,6 +392,69 @@ def cached_start_up(project: Path, run_cmd: list[str], bare_cmd: list[str], cli:
             f"  {name + ':':<26}{walls[name]:8.2f} s   ({walls[name] / walls['capevolve --help']:.1f}x "
             f"capevolve --help {walls['capevolve --help']:.2f}s)"
         )
+
+
+SAMPLER = """
+import collections, json, os, runpy, signal, sys
+
+samples = collections.Counter()
+PACKAGE = os.sep + "pytest_capevolve" + os.sep
+
+
+def charged(frame):
+    imports = []
+    ours = None
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if ours is None and PACKAGE in name:
+            ours = name.rsplit(PACKAGE, 1)[1] + ":" + frame.f_code.co_name
+        if frame.f_code.co_name == "_find_and_load":
+            imports.append(str(frame.f_locals.get("name", "?")))
+        frame = frame.f_back
+    if not imports:
+        return ours or "outside our package (pytest, the interpreter)"
+    if imports[0].split(".")[0] == "numpy":
+        return "import numpy"
+    if any(name.startswith("pytest_capevolve") for name in imports):
+        return "import our package and what it pulls in (numpy apart)"
+    return "import anything else (pytest, its plugins)"
+
+
+def on_tick(signum, frame):
+    samples[charged(frame)] += 1
+
+
+out = sys.argv[1]
+sys.argv = sys.argv[3:]
+signal.signal(signal.SIGPROF, on_tick)
+signal.setitimer(signal.ITIMER_PROF, 0.001, 0.001)
+try:
+    runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+finally:
+    signal.setitimer(signal.ITIMER_PROF, 0, 0)
+    with open(out, "w") as handle:
+        json.dump(samples, handle)
+"""
+
+
+def profile_resume(project: Path, run_cmd: list[str], runs: int) -> None:
+    """8: where a resume's CPU goes, sampled over ``runs`` resumes (see the module's docstring)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(project.parent / "bytecode")
+    timed(run_cmd, project, env=env)  # fills the cache
+    out = project.parent / "resume_samples.json"
+    samples: dict[str, int] = {}
+    cpu = []
+    for _ in range(runs):
+        sampled = [sys.executable, "-c", SAMPLER, str(out), "-m", *run_cmd[2:]]
+        cpu.append(timed_cpu(sampled, project, env=env)[1])
+        for where, count in json.loads(out.read_text()).items():
+            samples[where] = samples.get(where, 0) + count
+    total = sum(samples.values())
+    median = statistics.median(cpu)
+    print(f"  resume, nothing owed: {median:.2f} s CPU (median of {runs}), {total} samples; where it goes:")
+    for where, count in sorted(samples.items(), key=lambda item: -item[1])[:25]:
+        print(f"  {count / total:6.1%} {median * count / total:6.3f} s  {where}")
 
 
 if __name__ == "__main__":
