@@ -1,7 +1,9 @@
 """Atomic writes, JSON reads and the run dir's lock: a crash at any instant leaves a file old or new.
 
 Writes go to a temp file in the same folder, renamed over the target; the lock is an ``flock`` on
-``.lock``, re-entrant within one :class:`RunLock`."""
+``.lock``, re-entrant within one :class:`RunLock`. One exception, :func:`write_new_text`: a file
+that did not exist, written once under its final name, for a caller whose record says afterwards
+whether it is whole (a rollout file: its event, appended after it, carries its sha256)."""
 
 from __future__ import annotations
 
@@ -77,6 +79,37 @@ def atomic_write_text(path: Path, text: str) -> os.stat_result:
         _write_all(fd, text.encode("utf-8"))
         stat = os.fstat(fd)
     return stat
+
+
+def write_new_text(path: Path, text: str) -> os.stat_result | None:
+    """Create ``path`` exclusively and write ``text`` to it, under its final name: no temp file, no
+    rename (on ext4 without a journal, each new inode's allocation is the dearest step of a rollout's
+    persisting, and a temp file's name is one more entry made and dropped). None when ``path``
+    exists: the caller replaces it with :func:`atomic_write_text`, so what was there stays whole.
+
+    A crash before the last byte leaves a partial file under the final name, which no event records:
+    only a caller that appends the file's record (its sha256) after this returns may write this way,
+    and its readers must refuse a file its record does not vouch for. A write that fails removes
+    the file it created."""
+    while True:
+        try:
+            # O_EXCL: never a symlink followed, never a file reused
+            fd = os.open(path, _TEMP_FLAGS, FILE_MODE)
+            break
+        except FileExistsError:
+            return None
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        try:
+            _write_all(fd, text.encode("utf-8"))
+            return os.fstat(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        raise
 
 
 WRITE_CHUNK = 1 << 20  # bytes gathered before each write of a page written in pieces
