@@ -35,6 +35,17 @@ class RunDirError(CapevolveError):
 
 
 _NO_INHERIT = getattr(os, "O_CLOEXEC", 0)
+# This process's id, kept: asked of the kernel once per process, not once per lock, append and
+# temp file (three getpid(2) per rollout persisted); a child made with os.fork learns its own
+_PID = [os.getpid()]
+os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
+
+
+def pid() -> int:
+    """``os.getpid()``, without a system call after the first."""
+    return _PID[0]
+
+
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_INHERIT | getattr(os, "O_NOFOLLOW", 0)
 _temp_numbers = itertools.count()  # next() is atomic: threads of one process never share a name
 
@@ -43,7 +54,7 @@ def _open_temp(path: Path) -> tuple[int, str]:
     """A new temp file beside ``path`` with the mode ``open()`` gives (mkstemp's 0600 would make run
     dirs unreadable as CI artifacts)."""
     while True:
-        tmp = f"{path.parent}{os.sep}.{path.name}.{os.getpid()}-{next(_temp_numbers)}.tmp"
+        tmp = f"{path.parent}{os.sep}.{path.name}.{pid()}-{next(_temp_numbers)}.tmp"
         try:
             return os.open(tmp, _TEMP_FLAGS, FILE_MODE), tmp
         except FileExistsError:  # left by a dead process that had this pid: take the next number
@@ -220,15 +231,15 @@ class KeptFd:
 
     def __init__(self, fd: int) -> None:
         stat = os.fstat(fd)
-        self.fd, self.file, self.pid = fd, (stat.st_dev, stat.st_ino), os.getpid()
+        self.fd, self.file, self.pid = fd, (stat.st_dev, stat.st_ino), pid()
 
     def names(self, stat: os.stat_result | None) -> bool:
         """Whether the path's ``stat`` is still this descriptor's file, in the process that opened it."""
-        return stat is not None and (stat.st_dev, stat.st_ino) == self.file and self.pid == os.getpid()
+        return stat is not None and (stat.st_dev, stat.st_ino) == self.file and self.pid == pid()
 
     def close(self) -> None:
         fd, self.fd = self.fd, -1
-        if fd >= 0 and self.pid == os.getpid():
+        if fd >= 0 and self.pid == pid():
             with contextlib.suppress(OSError):
                 os.close(fd)
 
@@ -269,7 +280,7 @@ class RunLock:
             fcntl.flock(self._kept.fd, fcntl.LOCK_UN)
 
     def _descriptor(self) -> KeptFd:
-        if self._kept is not None and self._kept.pid == os.getpid():
+        if self._kept is not None and self._kept.pid == pid():
             return self._kept
         self._kept = None  # a forked child's copy is its parent's: left alone
         try:
