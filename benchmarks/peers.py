@@ -1,12 +1,18 @@
 """The same workloads through pytest-capevolve and its peers, as ratios measured in one run.
 
 Run: .venv/bin/python benchmarks/peers.py [--tasks N] [--trials K] [--workloads w1,w2,w3]
+       [--repeats R] [--peers plain] [--old DIR] [--tmp DIR]
 (N × K: W1's size, default 500 × 4; optional peers, each skipped with a line when it is not
-installed: ``.venv/bin/pip install pytest-probability``; inspect_ai comes with ``.[test]``)
+installed: ``.venv/bin/pip install pytest-probability``; inspect_ai comes with ``.[test]``;
+``--peers`` keeps only the peers named; ``--old DIR`` adds W1's line for the package in
+``DIR/pytest_capevolve``, e.g. ``git archive main pytest_capevolve | tar -x -C DIR``, put first
+on ``PYTHONPATH``: the code before a change, measured in the same rounds as after it)
 
-Each figure is the better of two runs taken in turns with what it is compared to, after one
-run thrown away (the first process of a batch reads cold files); a difference smaller than the
-noise is said to be so, not printed as a number.
+Each figure is the better of R runs (default 2) taken in turns with what it is compared to (W1:
+one round runs every tool once), after one run thrown away (the first process of a batch reads
+cold files); W1 also prints the spread over the rounds. A difference smaller than the noise is
+said to be so, not printed as a number. Every process writes and reads bytecode caches (a shell's
+``PYTHONDONTWRITEBYTECODE`` is dropped for them): a figure is the tool's work, not compiling it.
 
 W1  no-op per rollout: N tasks × K trials of an agent that returns at once, as one process per
     tool (whole process, less the same tool's start-up on one rollout), per rollout — ours
@@ -101,9 +107,15 @@ def _tree_cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
+# every tool's processes cache bytecode, as a user's do: compiling is no tool's per-rollout cost
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def wall(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> Cost:
     start, cpu = time.perf_counter(), _tree_cpu()
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        command, cwd=cwd, env=ENV if env is None else env, capture_output=True, text=True, check=False
+    )
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command[:4])} failed:\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}")
@@ -114,8 +126,14 @@ def have(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def ours(tmp: Path, name: str, tasks: int, trials: int, sleep: float, *extra: str) -> Cost:
+def ours(
+    tmp: Path, name: str, tasks: int, trials: int, sleep: float, *extra: str, old: str | None = None
+) -> Cost:
     os.environ.update(BENCH_TASKS=str(tasks), BENCH_SLEEP=str(sleep))
+    ENV.update(BENCH_TASKS=str(tasks), BENCH_SLEEP=str(sleep))
+    env = dict(ENV)
+    if old is not None:  # the package in ``old`` first on the path: the code before a change
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (old, ENV.get("PYTHONPATH")) if p)
     project = make_project(tmp / name, trials)
     command = [
         sys.executable,
@@ -127,7 +145,7 @@ def ours(tmp: Path, name: str, tasks: int, trials: int, sleep: float, *extra: st
         "--capevolve-run",
         str(project),
     ]
-    return wall([*command, *extra], project)
+    return wall([*command, *extra], project, env)
 
 
 def plain(
@@ -155,20 +173,39 @@ def inspect(tmp: Path, name: str, tasks: int, trials: int, sleep: float, width: 
 REPEATS = 2  # each figure is the better of this many runs, interleaved with what it is compared to
 
 
-def per_rollout(run: Callable[[str, int, int], Cost], tasks: int, trials: int) -> Cost | None:
-    """Wall and CPU seconds per rollout of one tool: (its whole process tree on tasks × trials)
-    less (the same on one rollout), each the better of REPEATS runs taken in turns, after one run
-    thrown away (the first process of a batch reads cold files). None when the wall difference is
-    within the noise."""
-    run("warm-up", 1, 1)
-    ones, fulls = [], []
+class PerRollout(NamedTuple):
+    """Wall and CPU seconds per rollout, the better of the rounds, and the CPU's spread over them."""
+
+    best: Cost
+    cpu_spread: tuple[float, float]
+
+
+def per_rollout(
+    tools: dict[str, Callable[[str, int, int], Cost]], tasks: int, trials: int
+) -> dict[str, PerRollout | None]:
+    """Per tool: wall and CPU seconds per rollout, (its whole process tree on tasks × trials) less
+    (the same on one rollout), each the better of REPEATS rounds; a round runs every tool in turn,
+    so a change of load falls on all of them. One run of each is thrown away first (the first
+    process of a batch reads cold files). None when the wall difference is within the noise."""
+    for run in tools.values():
+        run("warm-up", 1, 1)
+    ones: dict[str, list[Cost]] = {name: [] for name in tools}
+    fulls: dict[str, list[Cost]] = {name: [] for name in tools}
     for i in range(REPEATS):
-        ones.append(run(f"one-{i}", 1, 1))
-        fulls.append(run(f"full-{i}", tasks, trials))
-    extra = min(c.wall for c in fulls) - min(c.wall for c in ones)
-    extra_cpu = min(c.cpu for c in fulls) - min(c.cpu for c in ones)
+        for name, run in tools.items():
+            ones[name].append(run(f"one-{i}", 1, 1))
+            fulls[name].append(run(f"full-{i}", tasks, trials))
     n = tasks * trials - 1
-    return Cost(extra / n, max(extra_cpu, 0.0) / n) if extra > 0 and n > 0 else None
+    found: dict[str, PerRollout | None] = {}
+    for name in tools:
+        extra = min(c.wall for c in fulls[name]) - min(c.wall for c in ones[name])
+        extra_cpu = min(c.cpu for c in fulls[name]) - min(c.cpu for c in ones[name])
+        rounds = (
+            [(f.cpu - o.cpu) / n for f, o in zip(fulls[name], ones[name], strict=True)] if n > 0 else [0.0]
+        )
+        best = Cost(extra / n, max(extra_cpu, 0.0) / n) if extra > 0 and n > 0 else None
+        found[name] = None if best is None else PerRollout(best, (min(rounds), max(rounds)))
+    return found
 
 
 def sleeps_add(run: Callable[[str, float], Cost]) -> tuple[float, float]:
@@ -184,15 +221,25 @@ def sleeps_add(run: Callable[[str, float], Cost]) -> tuple[float, float]:
 
 
 def main() -> None:
+    global REPEATS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=500)
     parser.add_argument("--trials", type=int, default=4)
     parser.add_argument("--workloads", default="w1,w2,w3", help="which to run, e.g. w2")
+    parser.add_argument("--repeats", type=int, default=REPEATS, help="rounds, the better kept")
+    parser.add_argument("--peers", help="W1's peers to run, e.g. plain,inspect_ai (default: all)")
+    parser.add_argument("--old", help="a folder holding the package before a change (W1)")
+    parser.add_argument(
+        "--tmp", help="where the projects are made (default: the system's temp folder), e.g. /dev/shm"
+    )
     args = parser.parse_args()
+    REPEATS = args.repeats
+    peers = None if args.peers is None else set(args.peers.split(","))
+    old = None if args.old is None else str(Path(args.old).resolve())
     chosen = set(args.workloads.split(","))
-    tmp = Path(tempfile.mkdtemp(prefix="capevolve-peers-"))
+    tmp = Path(tempfile.mkdtemp(prefix="capevolve-peers-", dir=args.tmp))
     if "w1" in chosen:
-        w1(tmp, args.tasks, args.trials)
+        w1(tmp, args.tasks, args.trials, peers, old)
     if "w2" in chosen:
         w2(tmp)
     if "w3" in chosen:
@@ -202,36 +249,45 @@ def main() -> None:
         print("  no peer skips persisted per-rollout results on a re-run, so there is no ratio to print")
 
 
-def w1(tmp: Path, tasks: int, trials: int) -> None:
+def w1(tmp: Path, tasks: int, trials: int, peers: set[str] | None, old: str | None) -> None:
     print(f"W1 no-op per rollout ({tasks} tasks × {trials} trials; whole process less one rollout's)")
     tools: dict[str, Callable[[str, int, int], Cost]] = {
         "pytest-capevolve": lambda name, n, k: ours(tmp, f"w1-{name}", n, k, 0.0),
-        "plain pytest": lambda name, n, k: plain(tmp, f"plain-{name}", PLAIN, n, k),
     }
+    if old is not None:
+        tools["capevolve (old)"] = lambda name, n, k: ours(tmp, f"w1-old-{name}", n, k, 0.0, old=old)
+    tools["plain pytest"] = lambda name, n, k: plain(tmp, f"plain-{name}", PLAIN, n, k)
     skipped = []
-    if have("pytest_probability"):
+    wanted = peers if peers is not None else {"plain", "pytest-probability", "inspect_ai"}
+    if "plain" not in wanted:
+        del tools["plain pytest"]
+    if "pytest-probability" not in wanted:
+        pass
+    elif have("pytest_probability"):
         tools["pytest-probability"] = lambda name, n, k: probability(tmp, f"prob-{name}", n, k)
     else:
         skipped.append("pytest-probability:  skipped (not installed: pip install pytest-probability)")
-    if have("inspect_ai"):
+    if "inspect_ai" not in wanted:
+        pass
+    elif have("inspect_ai"):
         tools["inspect_ai"] = lambda name, n, k: inspect(tmp, f"inspect-{name}", n, k, 0.0, 64)
     else:
         skipped.append("inspect_ai:          skipped (not installed: pip install inspect-ai)")
-    mine: Cost | None = None
-    for name, run in tools.items():
-        each = per_rollout(run, tasks, trials)
+    found = per_rollout(tools, tasks, trials)
+    mine = found["pytest-capevolve"]
+    for name, each in found.items():
         if each is None:
             print(f"  {name + ':':<21}within the noise of its start-up: raise --tasks")
             continue
-        figures = f"{each.wall * 1e6:8.0f} µs wall, {each.cpu * 1e6:8.0f} µs CPU per rollout"
-        if mine is None and name == "pytest-capevolve":
-            mine = each
-            print(f"  {name + ':':<21}{figures}")
-            continue
+        low, high = each.cpu_spread
+        figures = (
+            f"{each.best.wall * 1e6:8.0f} µs wall, {each.best.cpu * 1e6:8.0f} µs CPU per rollout "
+            f"(rounds {low * 1e6:.0f}–{high * 1e6:.0f})"
+        )
         ratio = ""
-        if mine is not None:
-            cpu = f"{mine.cpu / each.cpu:.2f}x" if each.cpu > 0 else "n/a"
-            ratio = f"  (ours {mine.wall / each.wall:.2f}x theirs in wall, {cpu} in CPU)"
+        if mine is not None and name != "pytest-capevolve":
+            cpu = f"{mine.best.cpu / each.best.cpu:.2f}x" if each.best.cpu > 0 else "n/a"
+            ratio = f"  (ours {mine.best.wall / each.best.wall:.2f}x theirs in wall, {cpu} in CPU)"
         print(f"  {name + ':':<21}{figures}{ratio}")
     for line in skipped:
         print(f"  {line}")

@@ -2,7 +2,12 @@
 
 A damaged file is quarantined and a recorded file that is gone is logged as ``rollout_vanished``:
 either counts as missing, so the next session pays it again. Persisting a rollout is one step under
-one lock: the file, then its ``rollout`` event, which carries the cost."""
+one lock: the file, then its ``rollout`` event, which carries the cost and the file's sha256.
+
+A new file is written once under its final name (created exclusively, no temp file and rename); one
+that exists (a rollout paid again) is replaced atomically, so a recorded file is never torn. A crash
+while a new file is written leaves it partial and no event records it: read back, it is not the log's
+(no event, or bytes not its sha256), so it is quarantined and the rollout owed again."""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from ..._project.blocks import first_trial
 from ..._project.candidate import legacy_escape_id
 from ..._project.splits import TEST_SPLIT, TestSealError
 from ..decisions.state import SPEND_FLUSH_EVERY, RunState
-from ..files import atomic_write_text
+from ..files import atomic_write_text, write_new_text
 from ..log.event_kinds import ROLLOUT, SESSION_LEFT
 from ..log.events import EventLog
 from ..log.outcome_ledger import Key, Outcome, OutcomeLedger, outcome
@@ -64,7 +69,9 @@ class RolloutFiles(RolloutReadBack):
         """The file written, its stat, and the sha256 of its bytes (what its event records)."""
         path = self.rollout_path(record.split, record.task_id, record.tag, record.trial)
         content = (record.dumps() if text is None else text) + "\n"
-        stat = atomic_write_text(path, content)
+        stat = write_new_text(path, content)
+        if stat is None:  # paid again (a rerun, a redraw): the recorded file is replaced whole or not at all
+            stat = atomic_write_text(path, content)
         # a run written before case-safe names may hold this rollout under its old name
         legacy = f"{legacy_escape_id(record.task_id)}__{record.tag}__t{int(record.trial)}.json"
         if legacy != path.name:

@@ -98,7 +98,33 @@ class RolloutReadBack:
         digests: dict[Key, str | None] | None = None,
     ) -> RolloutRecord | None:
         """One rollout file, quarantined if damaged or its outcome is not the log's (``truth``), or (with
-        ``digests``, and always for test) its bytes not its event's sha256."""
+        ``digests``, and always for test) its bytes not its event's sha256.
+
+        A file is judged without the lock, so a writer may have been between a new file's last byte
+        and its event: a file found wanting is judged again under the lock, against the log as it is
+        then, before it is moved aside (a rollout being recorded is never quarantined)."""
+        found = self._judged(path, truth, digests)
+        if not isinstance(found, str):
+            return found
+        with self.lock():
+            again = self._judged(path, None, None if digests is None else self._digests_now(path))
+            if isinstance(again, str):
+                self.quarantine(path, again)
+                return None
+            return again
+
+    def _digests_now(self, path: Path) -> dict[Key, str | None] | None:
+        """Under the lock: the logged digests ``path``'s split is held to (test: read with its truth)."""
+        return None if path.parent.name == TEST_SPLIT else self.digests.current()
+
+    def _judged(
+        self,
+        path: Path,
+        truth: dict[Key, Outcome] | None,
+        digests: dict[Key, str | None] | None,
+    ) -> RolloutRecord | str | None:
+        """:meth:`_read_one`'s judgement: the record, the problem that quarantines the file, or None
+        (no file)."""
         try:
             raw = path.read_bytes()
             record = RolloutRecord.loads(raw.decode("utf-8"), str(path))
@@ -109,25 +135,21 @@ class RolloutReadBack:
             key = (split, record.tag, record.task_id, int(record.trial))
             logged = truth.get(key)
             if logged != outcome(record.reward, record.infra_error, record.cost_usd):
-                self.quarantine(path, _differs(record, logged))
-                return None
+                return _differs(record, logged)
             if digests is not None and self._bytes_differ(key, raw, digests):
-                self.quarantine(
-                    path,
+                return (
                     "its bytes differ from what its rollout event recorded (sha256): edited after "
-                    "it was written",
+                    "it was written"
                 )
-                return None
             return record
         except FileNotFoundError:
             return None
         except RecordError as exc:
             if exc.newer:
                 raise RunDirError(str(exc)) from None
-            self.quarantine(path, str(exc).removeprefix(f"{path}: "))
+            return str(exc).removeprefix(f"{path}: ")
         except (UnicodeDecodeError, OSError) as exc:
-            self.quarantine(path, f"unreadable: {exc}")
-        return None
+            return f"unreadable: {exc}"
 
     def _bytes_differ(self, key: Key, raw: bytes, digests: dict[Key, str | None]) -> bool:
         """Whether ``raw`` is not what ``key``'s newest event recorded (a mismatch is looked up again

@@ -1,0 +1,91 @@
+"""How a rollout file is written, and what a crash at any byte of it leaves: a new file is written
+once under its final name (no temp file and rename), so a kill mid-write leaves a partial file that
+no event vouches for; it is quarantined when read and the rollout is owed again. A file that exists
+is replaced whole or not at all."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from pytest_capevolve._store import files
+from pytest_capevolve._store.readers.audit import audit
+from pytest_capevolve._store.rundir import RunDir
+
+
+def _keys(run: RunDir) -> dict[tuple, float | None]:
+    return {r.key: r.reward for r in run.rollouts.indexed_rollouts("val")}
+
+
+def _full_disk(fd: int, data: bytes) -> None:
+    os.write(fd, data[:5])
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@pytest.mark.parametrize("kept", ["nothing", "half", "all but the newline"])
+def test_a_new_rollout_file_a_kill_tore_is_quarantined_and_owed_again(
+    tmp_path: Path, val_rollout, kept
+) -> None:
+    """A session killed while it wrote a new rollout file (before its event): whatever prefix of the
+    bytes reached the disk, the file is not evidence; the rollout is missing until paid again."""
+    run = RunDir(tmp_path / "run")
+    run.rollouts.record_rollout(val_rollout("seed", "task-0", 0, 1.0))
+    run.flush()
+    torn = val_rollout("seed", "task-1", 0, 0.5)
+    text = torn.dumps() + "\n"
+    cut = {"nothing": 0, "half": len(text) // 2, "all but the newline": len(text) - 1}[kept]
+    path = run.rollout_path("val", "task-1", "seed", 0)
+    path.write_text(text[:cut])  # what record_rollout had written when the kill came
+    reader = RunDir(run.root)
+    assert _keys(reader) == {("val", "task-0", "seed", 0): 1.0}  # owed again, never read as a result
+    assert not path.exists()
+    assert len(list((run.root / "rollouts" / ".quarantine" / "val").iterdir())) == 1
+    reader.rollouts.record_rollout(torn)  # paid again: written under its name, its event after it
+    assert _keys(RunDir(run.root)) == {("val", "task-0", "seed", 0): 1.0, ("val", "task-1", "seed", 0): 0.5}
+    assert path.read_text() == text
+    assert [p for p in audit(RunDir(run.root)) if "task-1" in p] == []
+
+
+def test_a_new_file_whose_write_fails_is_removed(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(files, "_write_all", _full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        files.write_new_text(tmp_path / "a" / "x.json", '{"a": 1}\n')
+    assert list((tmp_path / "a").iterdir()) == []
+
+
+def test_a_rollout_paid_again_replaces_its_file_whole_or_not_at_all(
+    tmp_path: Path, val_rollout, monkeypatch
+) -> None:
+    """An existing file is never written in place: the exclusive create refuses it, and the
+    replacement goes through a temp file, so a failed write leaves the recorded file as it was."""
+    run = RunDir(tmp_path / "run")
+    run.rollouts.record_rollout(val_rollout("seed", "task-0", 0, 1.0))
+    path = run.rollout_path("val", "task-0", "seed", 0)
+    before = path.read_bytes()
+    assert files.write_new_text(path, "{}\n") is None and path.read_bytes() == before
+    with monkeypatch.context() as patched:
+        patched.setattr(files, "_write_all", _full_disk)
+        with pytest.raises(OSError, match="No space left"):
+            run.rollouts.record_rollout(val_rollout("seed", "task-0", 0, 0.0))
+    assert path.read_bytes() == before
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp file left either
+    assert _keys(RunDir(run.root)) == {("val", "task-0", "seed", 0): 1.0}
+    run.rollouts.record_rollout(val_rollout("seed", "task-0", 0, 0.0))  # paid again, replaced whole
+    assert _keys(RunDir(run.root)) == {("val", "task-0", "seed", 0): 0.0}
+
+
+def test_a_file_judged_before_its_event_was_appended_is_not_quarantined(tmp_path: Path, val_rollout) -> None:
+    """A reader judges files without the lock: one that took the log's outcomes while a writer was
+    between a new file and its event finds the file unrecorded; judged again under the lock, the
+    file is the log's and stays (before, it was moved aside and the rollout paid twice)."""
+    run = RunDir(tmp_path / "run")
+    run.rollouts.record_rollout(val_rollout("seed", "task-0", 0, 1.0))
+    path = run.rollout_path("val", "task-0", "seed", 0)
+    reader = RunDir(run.root)
+    read = reader.rollouts._read_one(path, {}, {})  # outcomes and digests as before the event
+    assert read is not None and read.reward == 1.0
+    assert path.exists() and not (run.root / "rollouts" / ".quarantine").exists()
+    assert reader.notices == []
