@@ -43,6 +43,11 @@ The paths, each through the package's own decision functions:
   futility stop (a look with Δ̄ ≤ 0 rejects). ``t-1st+e``: the sequential gate inside each round
   (``trials_first_e``: round k's e-processes read the k-trial deltas task by task at the round's
   level), the exact rule at its level at the end. Rollouts: N per look paid (or per task read).
+- ``(a,b) bets``: a proposal, not the gate (``outcome_bets.py``): an e-process on each task's
+  candidate and best successes (a, b), its bets fixed in advance from a design alternative (+0.10
+  on the synthetic mix), fair whenever the arms are exchangeable (Ville: accepts at 1/α), a binding
+  futility stop at log-wealth −2.5, and at the end of val a joint swap p replaying the path. At +0.05
+  it does not reach 80 % at any val size: bets sized for +0.10 grow at about zero rate at +0.05.
 
 The 80 % point is interpolated linearly between the two grid points around it (val size,
 rollouts, and the null's acceptance rate and rollouts alike); ``power*`` is each path's power on
@@ -118,6 +123,7 @@ from scipy import stats as sps
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import sprt_floor  # noqa: E402
+from outcome_bets import design_steps, outcome_bets  # noqa: E402
 from sequential import lifted, real_rates  # noqa: E402  (the sibling benchmark's τ² pool)
 from trials_first import _rule, trials_first, trials_first_e  # noqa: E402
 
@@ -254,6 +260,8 @@ PATHS: dict[str, Callable[[Arms], tuple[np.ndarray, np.ndarray]]] = {
     "t-1st joint": trials_first(joint=True),
     "t-1st j+fut": trials_first(joint=True, futility=True),
     "t-1st+e": trials_first_e,
+    # a proposal (outcome_bets.py): bets on each task's (a, b), designed for +0.10 on the synthetic mix
+    "(a,b) bets": outcome_bets(design_steps(synthetic_rates(np.random.default_rng(2026)), 0.10, 3), -2.5),
 }
 TRIALS_FIRST = ("trials-1st", "t-1st joint", "t-1st j+fut", "t-1st+e")
 
@@ -371,12 +379,12 @@ def table(
 
 
 def type_one(pool: np.ndarray, rng: np.random.Generator, n: int, draws: int, trials: int) -> None:
-    """The trials-first rows' false-accept rate on ``draws`` null candidates at val size ``n``, with a
+    """The trials-first rows' and the (a, b) bets' false-accept rate on ``draws`` null candidates at val size ``n``, with a
     binomial 95 % upper bound (to tell 5 % from 6 %, ``draws`` ≥ 10,000: the bound is then ≤ rate + 0.0036)."""
     rates = rng.choice(pool, size=(draws, n), replace=True)
     cand, best = ((rng.random((draws, n, trials)) < rates[..., None]).astype(float) for _ in range(2))
     arms = Arms(cand, best, cand, best)  # the trials-first paths pay no grow trials
-    for name in TRIALS_FIRST:
+    for name in (*TRIALS_FIRST, "(a,b) bets"):
         rate = float(PATHS[name](arms)[0].mean())
         upper = sps.beta.ppf(0.95, rate * draws + 1, draws - rate * draws)  # Clopper–Pearson, one-sided
         print(f"type I of {name:<12} at N = {n}, {draws:,} nulls: {rate:.4f} (95 % upper bound {upper:.4f})")

@@ -34,6 +34,7 @@ def load_benchmark(name="cost_per_decision"):  # a script beside its siblings, n
         sys.modules.pop("sequential", None)
         sys.modules.pop("trials_first", None)
         sys.modules.pop("sprt_floor", None)
+        sys.modules.pop("outcome_bets", None)
 
 
 bench = load_benchmark()
