@@ -2,7 +2,8 @@
 an e-process whose bets are fixed in advance from a *design* alternative, not learned, and which
 reads the candidate's and the best's successes (a, b) rather than only their delta.
 
-Run: python benchmarks/outcome_bets.py [--draws 300] [--seed 2026] [--type-one 20000]
+Run: python benchmarks/outcome_bets.py [--draws 300] [--seed 2026] [--mix]
+     [--type-one 20000 | --precise 8000 --seed 2027]
 
 Task t multiplies the wealth by 1 + θ(a_t, b_t), θ(a, b) = (p(a, b) − p(b, a)) / (p(a, b) + p(b, a))
 for a design law p (:func:`sprt_floor.outcome_law` on a design pool of rates, at a design effect):
@@ -29,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from scipy import stats as sps
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sprt_floor import exchangeable, outcome_law  # noqa: E402
@@ -123,18 +125,34 @@ def precise_n80(
     return lo - 1 + share, se, c0 + share * (c1 - c0)
 
 
-def precise(pool: np.ndarray, effect: float, draws: int, seed: int, lows: tuple[float, ...]) -> None:
-    """The fixed exact gate's and the designs' N80 and rollouts at integer N on ``draws`` candidates."""
+def design(mix: bool) -> np.ndarray:
+    """The design's log-steps: bets for +0.10 on the synthetic mix (seed 2026), or with ``mix`` the
+    mean wealth of the +0.05 and +0.10 designs (stacked)."""
+    import cost_per_decision as bench  # noqa: PLC0415  (a sibling that imports this one)
+
+    pool = bench.synthetic_rates(np.random.default_rng(2026))
+    if mix:
+        return np.stack([design_steps(pool, 0.05, 3), design_steps(pool, 0.10, 3)])
+    return design_steps(pool, 0.10, 3)
+
+
+def precise(steps: np.ndarray, effect: float, draws: int, seed: int, lows: tuple[float, ...]) -> None:
+    """On the τ² rates: the fixed exact gate's and the design's N80 and rollouts at integer N on
+    ``draws`` candidates (the same ones for both), ±2 SE."""
     import cost_per_decision as bench  # noqa: PLC0415
 
     rng = np.random.default_rng(seed)
-    arms = bench.population(rng, pool, effect, draws, 3)
-    arms = bench.Arms(arms.cand[:, :160], arms.best[:, :160], arms.cand, arms.best)
+    arms = bench.population(rng, bench.real_rates(), effect, draws, 3)
+    top = 160 if effect >= 0.1 else 520
+    arms = bench.Arms(arms.cand[:, :top], arms.best[:, :top], arms.cand, arms.best)
     n80, se, paid = precise_n80(bench.fixed_exact, arms)
     print(f"  fixed exact: N80 {n80:.1f} ± {2 * se:.1f} (2 SE), {draws:,} candidates per N", flush=True)
-    steps = design_steps(bench.synthetic_rates(np.random.default_rng(2026)), 0.10, 3)
     for low in lows:
-        n, n_se, cost = precise_n80(outcome_bets(steps, low), arms)
+        try:
+            n, n_se, cost = precise_n80(outcome_bets(steps, low), arms)
+        except AssertionError:
+            print(f"  (a, b) bets, futility at {low:+.1f}: below 80 % power at {top} tasks", flush=True)
+            continue
         ratio = cost / paid
         err = 2 * ratio * float(np.hypot(n_se / n, se / n80))
         print(
@@ -142,17 +160,46 @@ def precise(pool: np.ndarray, effect: float, draws: int, seed: int, lows: tuple[
         )
 
 
+def type_one(steps: np.ndarray, draws: int, low: float) -> None:
+    """False-accept rate on ``draws`` byte-identical candidates per val size, τ² rates, with a
+    one-sided 95 % Clopper–Pearson bound."""
+    import cost_per_decision as bench  # noqa: PLC0415
+
+    for n in (30, 55, 66):
+        rng = np.random.default_rng(n)
+        rates = rng.choice(bench.real_rates(), size=(draws, n), replace=True)
+        cand, best = ((rng.random((draws, n, 3)) < rates[..., None]).astype(float) for _ in range(2))
+        rate = float(outcome_bets(steps, low)(bench.Arms(cand, best, cand, best))[0].mean())
+        upper = sps.beta.ppf(0.95, rate * draws + 1, draws - rate * draws)
+        print(
+            f"  type I at N = {n}, {draws:,} τ² nulls: {rate:.4f} (95 % upper bound {upper:.4f})", flush=True
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=300)
     parser.add_argument("--seed", type=int, default=2026)
-    parser.add_argument("--type-one", type=int, default=0, metavar="DRAWS")
+    parser.add_argument("--mix", action="store_true", help="the mean wealth of the +0.05 and +0.10 designs")
+    parser.add_argument("--type-one", type=int, default=0, metavar="DRAWS", help="only: type I on τ² nulls")
+    parser.add_argument(
+        "--precise", type=int, default=0, metavar="DRAWS", help="only: N80 at integer N, τ², +0.10 and +0.05"
+    )
     args = parser.parse_args(argv)
     import cost_per_decision as bench  # noqa: PLC0415  (a sibling that imports this one)
 
     start = time.perf_counter()
     print("python benchmarks/outcome_bets.py " + " ".join(sys.argv[1:] if argv is None else argv))
-    steps = design_steps(bench.synthetic_rates(np.random.default_rng(2026)), 0.10, 3)
+    steps = design(args.mix)
+    if args.type_one:
+        type_one(steps, args.type_one, LOWS[1])
+    if args.precise:
+        for effect in (0.10, 0.05):
+            print(f"τ² {effect:+.2f}:")
+            precise(steps, effect, args.precise, args.seed, (LOWS[1],))
+    if args.type_one or args.precise:
+        print(f"({time.perf_counter() - start:.0f} s)")
+        return
     rng = np.random.default_rng(args.seed)
     for name, pool in (("τ²", bench.real_rates()), ("synthetic", bench.synthetic_rates(rng))):
         for effect in (0.05, 0.10):
@@ -161,20 +208,20 @@ def main(argv: list[str] | None = None) -> None:
             base = bench.mean_at(bench.fixed_exact, pops[effect], base_at)
             print(f"{name} {effect:+.2f}: fixed exact N80 {base[0]:.1f}", flush=True)
             for low in LOWS:
-                design = outcome_bets(steps, low)
-                at = bench.n80(design, pops[effect])
-                n, _, paid = bench.mean_at(design, pops[effect], at)
-                power = bench.mean_at(design, pops[effect], base_at)[1]
-                _, type_one, null_paid = bench.mean_at(design, pops[0.0], at)
+                bets = outcome_bets(steps, low)
+                at = bench.n80(bets, pops[effect])
+                n, _, paid = bench.mean_at(bets, pops[effect], at)
+                power = bench.mean_at(bets, pops[effect], base_at)[1]
+                _, rate, null_paid = bench.mean_at(bets, pops[0.0], at)
                 print(
                     f"  (a, b) bets, futility at {low:+.1f}: N80 {n:6.1f} ×fixed {paid / base[2]:.3f} "
-                    f"power* {power:.3f} type I {type_one:.3f} null ×fixed {null_paid / base[2]:.2f}",
+                    f"power* {power:.3f} type I {rate:.3f} null ×fixed {null_paid / base[2]:.2f}",
                     flush=True,
                 )
     print(f"({time.perf_counter() - start:.0f} s)")
 
 
-LOWS = (-2.0, -2.5, -3.0)
+LOWS = (-2.0, -2.5, -4.0)
 
 if __name__ == "__main__":
     main()
