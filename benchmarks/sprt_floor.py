@@ -39,7 +39,8 @@ The denominator, the fixed-n exact gate's N80, is measured here at integer N wit
 candidates per N (common random numbers: N reads a prefix), through the exact one-sided sign-flip
 law of the task deltas (checked against the package's rule on the first candidates), interpolated
 between the last N under 80 % and the first over; its standard error is the power's over the local
-slope.
+slope. Columns: ``type I`` under the null the SPRT was tuned at, ``b.-id.`` under byte-identical
+candidates on the table's own rates (the nulls ``cost_per_decision.py`` measures type I on).
 """
 
 from __future__ import annotations
@@ -292,7 +293,7 @@ def report(name: str, pool: np.ndarray, rng: np.random.Generator, paths: int, tr
     lines = [f"\n{name}: {trials} trials per task; {paths:,} paths per law and rate (fresh ones measured)"]
     lines.append(
         f"{'design':<20} {'effect':>6} {'E1[N]':>7} {'N80 fixed':>10} {'×fixed (±2 SE)':>17} "
-        f"{'power':>6} {'type I':>7} {'on τ²':>6} {'null ×fixed':>11}"
+        f"{'power':>6} {'type I':>7} {'b.-id.':>6} {'null ×fixed':>11}"
     )
     for effect in EFFECTS:
         base = fixed_n80(rng, pool, effect, trials, paths)
