@@ -33,6 +33,8 @@ def load_benchmark(name="cost_per_decision"):  # a script beside its siblings, n
         sys.path.remove(str(BENCH))
         sys.modules.pop("sequential", None)
         sys.modules.pop("trials_first", None)
+        sys.modules.pop("sprt_floor", None)
+        sys.modules.pop("outcome_bets", None)
 
 
 bench = load_benchmark()
@@ -68,3 +70,23 @@ def test_an_oracle_sprt_obeys_and_nearly_attains_the_wald_bound(effect):
     nominal = 0.8 * np.log(0.8 / 0.05) + 0.2 * np.log(0.2 / 0.95)
     assert bench.wald_bound(bench.real_rates(), effect, 3) == pytest.approx(nominal / entropy(law, nearest))
     assert tasks <= 1.33 * bench.wald_bound(bench.real_rates(), effect, 3), tasks
+
+
+def test_the_sprt_floor_reads_the_benchmarks_outcomes_and_holds_its_tuned_rates():
+    """``sprt_floor.py``'s per-task outcome law is the benchmark's (its deltas are ``delta_law``), its
+    exchangeable null keeps the arms' margins swapped, and its SPRT, tuned on one set of paths, holds
+    the type I and power it was tuned to on fresh ones (binomial bounds at 4,000 paths a law)."""
+    floor = load_benchmark("sprt_floor")
+    pool = bench.real_rates()
+    law = floor.outcome_law(pool, 0.10, 3)
+    assert law.sum() == pytest.approx(1.0)
+    by_delta = np.array([np.trace(law, offset=-k) for k in range(-3, 4)])
+    assert np.allclose(by_delta, bench.delta_law(pool, 0.10, 3))
+    q = floor.exchangeable(law)
+    assert np.allclose(q, q.T) and np.allclose(q.sum(axis=0), (law.sum(axis=0) + law.sum(axis=1)) / 2)
+    result = floor.floor(np.random.default_rng(40), pool, 0.10, 3, "exch", 4000)
+    se = np.sqrt(0.05 * 0.95 / 4000)
+    assert result.type_one <= 0.05 + 3 * se, result
+    assert abs(result.power - 0.8) <= 3 * np.sqrt(0.16 / 4000), result
+    # the floor sits below Wald's bound for the delta alone: the (a, b) outcome carries more than a − b
+    assert result.tasks < bench.wald_bound(pool, 0.10, 3), result
