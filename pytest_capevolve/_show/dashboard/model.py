@@ -154,7 +154,7 @@ class Column:
 
 @dataclass(frozen=True)
 class BestPoint:
-    """The best after ``iteration`` decisions, with its val mean and 95% bootstrap CI over tasks;
+    """The best after ``iteration`` decisions, with its val mean and 95% t interval over tasks;
     ``candidate`` is what that decision was about (None at iteration 0, the seed)."""
 
     iteration: int
@@ -346,25 +346,23 @@ def _mean(matrix: np.ndarray | None) -> float | None:
     return None if matrix is None else stats.mean_se(stats.task_means(matrix))[0]
 
 
-def _mean_ci(matrix: np.ndarray | None, seed: int) -> tuple[float | None, tuple[float, float] | None]:
+def _mean_ci(matrix: np.ndarray | None) -> tuple[float | None, tuple[float, float] | None]:
     if matrix is None:
         return None, None
     means = stats.task_means(matrix)
     means = means[~np.isnan(means)]
     if means.size == 0:
         return None, None
-    return float(np.mean(means)), stats.mean_ci(means, seed=seed)
+    return float(np.mean(means)), stats.t_ci(means)
 
 
-def best_so_far(
-    decisions: list[Decision], matrices: dict[str, np.ndarray], *, seed: int = 0
-) -> list[BestPoint]:
+def best_so_far(decisions: list[Decision], matrices: dict[str, np.ndarray]) -> list[BestPoint]:
     """Iteration 0 is the seed; each booked decision is one iteration, and an accept moves the
-    best. The bootstrap's fixed ``seed`` keeps the page identical when it is rebuilt."""
+    best."""
 
     @functools.cache
     def numbers(tag: str) -> tuple[float | None, tuple[float, float] | None]:
-        return _mean_ci(matrices.get(tag), seed)
+        return _mean_ci(matrices.get(tag))
 
     best = SEED_TAG
     points = [BestPoint(0, best, *numbers(best))]

@@ -86,7 +86,7 @@ def render_parts(dash: Dashboard) -> Iterator[str]:
     yield _header(dash) + "\n"
     yield from _section(
         "Best so far on val",
-        "The best's val mean after each booked decision, with its 95% bootstrap CI over tasks "
+        "The best's val mean after each booked decision, with its 95% t interval over tasks "
         "(an accept moves the best). Dots: each decided candidate's own val mean, coloured by "
         "its decision (green accept, red reject, amber other).",
         [best_so_far_plot(dash.best_so_far)],
