@@ -7,6 +7,7 @@ is imported inside ``pytest_configure``, only when a ``--capevolve-*`` session i
 
 from __future__ import annotations
 
+import argparse
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -159,16 +160,8 @@ def _screen_tier(value: str) -> int:
     return int(value)
 
 
-def _screen_ids(value: str) -> tuple[str, ...]:
-    ids = tuple(part.strip() for part in value.split(",") if part.strip())
-    if not ids:
-        raise pytest.UsageError("--capevolve-screen-ids takes val task ids separated by commas, e.g. a,b,c")
-    twice = sorted({t for t in ids if ids.count(t) > 1})
-    if twice:
-        raise pytest.UsageError(
-            f"--capevolve-screen-ids names {', '.join(twice)} more than once; name each task once"
-        )
-    return ids
+def _screen_ids(value: str) -> None:
+    raise pytest.UsageError("--capevolve-screen-ids was dropped: screen a tier, --capevolve-screen 1|2|3")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -285,12 +278,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=_screen_tier,
         metavar="TIER",
     )
-    option(
-        "screen-ids",
-        "screen the candidate on these val task ids (instead of a tier)",
-        type=_screen_ids,
-        metavar="a,b,c",
-    )
+    option("screen-ids", argparse.SUPPRESS, type=_screen_ids)  # dropped (issue 38): it says so
     flag("grow", "num_trials more trials for the candidate (a tag) and the best, then gate at the pooled n")
     flag("new-run", "start a new run")
     option("run-id", "use this run instead of the newest", metavar="ID")
