@@ -13,6 +13,7 @@ from typing import Any
 from .. import exitcodes
 from .common import (
     UsageError,
+    add_dropped,
     add_project_args,
     emit,
     existing_project,
@@ -262,10 +263,7 @@ def cmd_import_cap_evolve(args: argparse.Namespace) -> int:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    """Write a runnable project into DIR, or import a cap-evolve one there."""
-    if args.from_cap_evolve is not None:  # `import-cap-evolve SRC DIR` by another name
-        given = argparse.Namespace(src=args.from_cap_evolve, dest=args.dir, run=None, json=args.json)
-        return cmd_import_cap_evolve(given)
+    """Write a runnable project into DIR."""
     from .._project.scaffold import write_project
 
     written = write_project(args.dir.resolve())  # a file in the way: a Refusal, exit 2
@@ -334,8 +332,8 @@ def register(sub: Any) -> None:
         "init", help="write a new project that runs offline (spec, adapter, capability, microcase, candidate)"
     )
     init.add_argument("dir", type=Path, nargs="?", default=Path("."), help="where to write it (default .)")
-    init.add_argument(
-        "--from-cap-evolve", type=Path, metavar="SRC", help="import a cap-evolve project (import-cap-evolve)"
+    add_dropped(
+        init, "--from-cap-evolve", "import a cap-evolve project with: capevolve import-cap-evolve SRC DIR"
     )
     init.add_argument("--json", action="store_true", help="print only JSON on stdout (the rest to stderr)")
     init.set_defaults(func=cmd_init, refusals=True)

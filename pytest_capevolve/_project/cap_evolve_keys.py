@@ -57,7 +57,9 @@ NOT_USED: dict[str, str] = {
     ),
     "capabilities": _HILL_CLIMB_FLAG.format(flag="--capabilities"),
     "convergence": _HILL_CLIMB_FLAG.format(flag="--convergence"),
-    "store_commit_cmd": _HILL_CLIMB_FLAG.format(flag="--store-commit-cmd"),
+    "store_commit_cmd": (
+        "no command store here: `capevolve hill-climb --store git` (the default) or `--store copy`"
+    ),
     "actions": "a candidate is a folder and any edit to it is allowed except `protected_paths`",
     "capability_sources": (
         "nothing copies files into the optimizer's work copy here; name what it should read in "

@@ -255,7 +255,7 @@ _INF = math.inf
 HILL_CLIMB_FOCUS = ("all", "cyclic", "hardest-first")
 # cap-evolve's back-compat names of a focus schedule: accepted, and read as the schedule named
 FOCUS_ALIASES = {"all-at-once": "all"}
-HILL_CLIMB_STORES = ("git", "copy", "command")
+HILL_CLIMB_STORES = ("git", "copy")
 VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "adapter": _adapter_ref,
     "capability_path": _str,
