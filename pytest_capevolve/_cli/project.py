@@ -256,10 +256,10 @@ def _project_holding(path: Path, runs_dir: Path) -> Path:
 
 
 def cmd_import_cap_evolve(args: argparse.Namespace) -> int:
-    """Make a cap-evolve project (and one of its runs) a project here."""
+    """Make a cap-evolve project a project here."""
     from .._loop.cap_evolve.importer import import_cap_evolve, render
 
-    return emit(args, import_cap_evolve(args.src, args.dest, args.run), None if args.json else render)
+    return emit(args, import_cap_evolve(args.src, args.dest), None if args.json else render)
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -322,10 +322,15 @@ def register(sub: Any) -> None:
     gen.add_argument("--id", help="microcase id (default CLUSTER-TASK)")
     gen.add_argument("--out", type=Path, help="default: PROJECT/microcases/ID.yaml")
     gen.set_defaults(func=cmd_microcase_gen)
-    imp = sub.add_parser("import-cap-evolve", help="make a cap-evolve project (and a run of it) one here")
+    imp = sub.add_parser("import-cap-evolve", help="make a cap-evolve project one here")
     imp.add_argument("src", type=Path, help="cap-evolve's project folder or its spec file")
     imp.add_argument("dest", type=Path, nargs="?", default=Path("."), help="where to write (default .)")
-    imp.add_argument("--run", type=Path, metavar="RUN_DIR", help="a cap-evolve run_<ts> dir")
+    add_dropped(
+        imp,
+        "--run",
+        "a cap-evolve run's rollouts were not recorded by capevolve's record keeper and its gate made its "
+        "decisions: import the project (capevolve import-cap-evolve SRC DIR) and start with a baseline there",
+    )
     imp.add_argument("--json", action="store_true", help="print only the JSON report on stdout")
     imp.set_defaults(func=cmd_import_cap_evolve, refusals=True)
     init = sub.add_parser(

@@ -72,8 +72,8 @@ NOT_USED: dict[str, str] = {
     "model": "the model the agent runs on is the adapter's business; nothing here reads it",
     "dataset_source": "tasks always come from the adapter's tasks('all')",
     "reuse_baseline": (
-        "a run resumes itself here (no persisted rollout is paid twice); to carry a cap-evolve "
-        "run's rollouts over, import its run dir: `capevolve import-cap-evolve SRC --run RUN_DIR`"
+        "a run resumes itself here (no persisted rollout is paid twice); a cap-evolve run's rollouts "
+        "are not carried over: the imported project starts with a baseline here"
     ),
     "dashboard": "every session writes a self-contained dashboard.html; there is no server",
     "dashboard_port": "every session writes a self-contained dashboard.html; there is no server",
