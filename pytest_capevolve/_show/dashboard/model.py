@@ -159,6 +159,7 @@ class Dashboard:
     verdicts: list[VerdictRow]
     null_band: float | None  # the largest |Δ̄| of the null controls: the gate's noise floor
     decisions: list[Decision]
+    best_label: str | None = None  # a forced or re-gated best says so beside its name
     table: list[tuple[str, ...]] = field(default_factory=list)  # measure's honest table
     labels: list[str] = field(default_factory=list)
     # measure's paired best − seed lines (val; test once sealed): the held-out gain, at the top
@@ -201,6 +202,9 @@ def collect(
     tags = sorted(val, key=lambda tag: (tag != SEED_TAG, log.first_val_rollout.get(tag, log.count), tag))
     matrices = {tag: reward_matrix(val.get(tag, {}), task_ids, num_trials) for tag in tags}
     decisions = [_decision(e) for e in events if e.get("kind") == DECISION]
+    best = str(state.get("best_id", SEED_TAG))
+    accepts = (e for e in reversed(events) if e.get("kind") == DECISION and e.get("decision") == "accept")
+    best_label = next((_label(e) for e in accepts if e.get("tag") == best), None)
     rows = _verdict_rows(rundir.verdicts.verdicts(), log)
     verdicts = _booked(rows + _screen_kill_rows(log, {row.tag for row in rows}), log)
     nulls = [abs(v.delta_mean) for v in verdicts if v.null_control and v.delta_mean is not None]
@@ -208,7 +212,8 @@ def collect(
     trial_counts = {tag: max((k for _, k in arm), default=-1) + 1 for tag, arm in val.items()}
     dash = Dashboard(
         run_id=rundir.run_id,
-        best=str(state.get("best_id", SEED_TAG)),
+        best=best,
+        best_label=best_label,
         num_trials=num_trials,
         task_ids=task_ids,
         tags=tags,

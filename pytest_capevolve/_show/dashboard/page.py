@@ -120,7 +120,8 @@ def _section(heading: str, caption: str, body: Iterable[str]) -> Iterator[str]:
 def _header(dash: Dashboard) -> str:
     out = [
         f"<header><h1>capevolve — run {esc(dash.run_id)}</h1>",
-        f"<p>best <b>{esc(dash.best)}</b> · {len(dash.task_ids)} val tasks × {dash.num_trials} trials · "
+        f"<p>best <b>{esc(dash.best)}</b>{f' ({esc(dash.best_label)})' if dash.best_label else ''} · "
+        f"{len(dash.task_ids)} val tasks × {dash.num_trials} trials · "
         f"{len(dash.tags)} tag(s) evaluated on val · {len(dash.verdicts)} verdict(s) · "
         f"{len(dash.decisions)} decision(s)</p>",
     ]
