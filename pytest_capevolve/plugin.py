@@ -7,6 +7,7 @@ is imported inside ``pytest_configure``, only when a ``--capevolve-*`` session i
 
 from __future__ import annotations
 
+import argparse
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -159,16 +160,8 @@ def _screen_tier(value: str) -> int:
     return int(value)
 
 
-def _screen_ids(value: str) -> tuple[str, ...]:
-    ids = tuple(part.strip() for part in value.split(",") if part.strip())
-    if not ids:
-        raise pytest.UsageError("--capevolve-screen-ids takes val task ids separated by commas, e.g. a,b,c")
-    twice = sorted({t for t in ids if ids.count(t) > 1})
-    if twice:
-        raise pytest.UsageError(
-            f"--capevolve-screen-ids names {', '.join(twice)} more than once; name each task once"
-        )
-    return ids
+def _screen_ids(value: str) -> None:
+    raise pytest.UsageError("--capevolve-screen-ids was dropped: screen a tier, --capevolve-screen 1|2|3")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -285,12 +278,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=_screen_tier,
         metavar="TIER",
     )
-    option(
-        "screen-ids",
-        "screen the candidate on these val task ids (instead of a tier)",
-        type=_screen_ids,
-        metavar="a,b,c",
-    )
+    option("screen-ids", argparse.SUPPRESS, type=_screen_ids)  # dropped (issue 38): it says so
     flag("grow", "num_trials more trials for the candidate (a tag) and the best, then gate at the pooled n")
     flag("new-run", "start a new run")
     option("run-id", "use this run instead of the newest", metavar="ID")
@@ -410,78 +398,6 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
 
 @pytest.fixture
-def capevolve_compare(request: pytest.FixtureRequest) -> Callable[..., Any]:
-    """Decide finished runs in a test, as ``capevolve compare`` does (docs/how-to/compare.md)::
-
-        def test_the_new_prompt_is_better(capevolve_compare):
-            compared = capevolve_compare("evals/baseline.eval", "evals/candidate.eval")
-            assert compared.accepted, compared.summary
-
-    It takes the command's settings as keywords, paths relative to the rootdir, and returns a
-    ``ComparedRuns`` (``accepted``, ``decisions``, ``summary``, ``markdown()``, ``to_dict()``);
-    each run's decision goes into the test's ``user_properties``. One file of a judge's
-    preferences is decided by the pairwise sign test."""
-    from ._imported.compare import CompareSettings, compare_files
-    from ._imported.pairwise import looks_pairwise
-    from ._imported.readers import ReadOptions
-    from ._show.compare import ComparedRuns
-
-    def compare(
-        *paths: str | Path,
-        labels: tuple[str, ...] | list[str] = (),
-        arms: tuple[str, ...] | list[str] = (),
-        scorer: str | None = None,
-        format: str | None = None,
-        clusters: str | Path | None = None,
-        **settings: Any,
-    ) -> ComparedRuns:
-        root = request.config.rootpath
-        files = [Path(p) if Path(p).is_absolute() else root / p for p in paths]
-        named = [*labels, *[None] * (len(files) - len(labels))]
-        armed = [*arms, *[None] * (len(files) - len(arms))]
-        options = [ReadOptions(label, scorer, arm) for label, arm in zip(named, armed, strict=False)]
-        where = None if clusters is None else root / clusters
-        if len(files) == 1 and looks_pairwise(files[0]):  # one file of a judge's preferences
-            return _compared_preferences(request, files[0], labels, where, settings)
-        settled = CompareSettings(**settings)
-        comparison = compare_files(files, settled, format=format, options=options, clusters=where)
-        for result in comparison.pairs:
-            v = result.verdict
-            said = f"{v.decision} Δ̄={v.delta_mean} p={v.p_value}"
-            request.node.user_properties.append((f"capevolve_compare:{result.candidate.label}", said))
-        return ComparedRuns(comparison)
-
-    return compare
-
-
-def _compared_preferences(
-    request: pytest.FixtureRequest,
-    path: Path,
-    labels: tuple[str, ...] | list[str],
-    clusters: Path | None,
-    settings: dict[str, Any],
-) -> Any:
-    """``capevolve_compare("prefs.csv")``: the sign test on a judge's preferences, as
-    ``capevolve compare --pairwise`` decides it (its settings: ``alpha``, ``min_coverage``)."""
-    from ._imported.pairwise import compare_pairwise
-    from ._imported.table import read_cluster_map
-    from ._show.compare import ComparedRuns
-
-    other = sorted(set(settings) - {"alpha", "min_coverage"})
-    if other:  # else a TypeError naming no way on
-        raise TypeError(
-            f"capevolve_compare({path.name!r}, {', '.join(other)}=...): one file of a judge's "
-            "preferences is decided by the pairwise sign test, which takes alpha and min_coverage "
-            "(and clusters, labels) only; drop the rest, or compare two files of rewards for them"
-        )
-    named = (*labels, None, None)
-    result = compare_pairwise(
-        path,
-        labels=(named[0], named[1]),
-        clusters=None if clusters is None else read_cluster_map(clusters),
-        **settings,
-    )
-    request.node.user_properties.append(
-        (f"capevolve_compare:{path.name}", f"{result.decision} p={result.test.p_greater}")
-    )
-    return ComparedRuns(result)
+def capevolve_compare() -> None:
+    """Dropped (issue 38): a test that used it fails naming the command that replaced it."""
+    pytest.fail("the capevolve_compare fixture was dropped: run `capevolve compare A B` (exit 0 / 10 / 11)")

@@ -130,6 +130,7 @@ def cli_markdown() -> str:
             (action, _argument(action))
             for action in parser._actions
             if not isinstance(action, argparse._HelpAction | argparse._SubParsersAction)
+            and action.help != argparse.SUPPRESS  # a dropped flag, kept only to say what to use instead
         ]
         if rows:
             lines += ["| argument | default | meaning |", "|---|---|---|"]
@@ -159,7 +160,8 @@ def _pytest_parser():  # type: ignore[no-untyped-def]
 def pytest_options() -> list[tuple[list[str], dict]]:
     """Every option ``pytest_addoption`` adds: (names, argparse attributes)."""
     parser = _pytest_parser()
-    return [(option.names(), option.attrs()) for group in parser._groups for option in group.options]
+    every = [(option.names(), option.attrs()) for group in parser._groups for option in group.options]
+    return [(names, attrs) for names, attrs in every if attrs.get("help") != argparse.SUPPRESS]  # dropped
 
 
 def ini_keys() -> dict[str, tuple[str, str, object]]:

@@ -40,10 +40,6 @@ REFUSED_FLAGS = {
         "a new run asks the same val tasks again at a fresh level (a no-op, varied a little each "
         f"time, is accepted by chance in one of enough runs); {OUTSIDE}, then starts the agent again"
     ),
-    "store_commit_cmd": (
-        "--store-commit-cmd would run a command of the agent's choosing outside the boundary; "
-        f"use the git store (the default), or {OUTSIDE}"
-    ),
     "anchor_from_store": f"--anchor-from-store DIR runs git in DIR; give none (its own store), or {OUTSIDE}",
 }
 GATE_FLAGS = ("alpha", "gate_mode", "k_se")  # hill-climb's, set the run's gate before its first decision

@@ -44,6 +44,15 @@ def add_project_args(
     parser.add_argument("--json", action="store_true", help="print only JSON on stdout (the rest to stderr)")
 
 
+def add_dropped(parser: argparse.ArgumentParser, flag: str, instead: str) -> None:
+    """A flag that is gone, kept hidden so that passing it says what to use ``instead`` (exit 2)."""
+
+    def refuse(_value: str) -> None:
+        raise argparse.ArgumentTypeError(f"{flag} was dropped; {instead}")
+
+    parser.add_argument(flag, help=argparse.SUPPRESS, type=refuse)
+
+
 def project_of(args: argparse.Namespace) -> Path:
     """The project of a command: the positional or ``--project`` (not two different ones)."""
     positional, option = getattr(args, "project", None), getattr(args, "project_option", None)

@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import exitcodes
 from .._project.spec import SPEC_FILENAME
-from .common import Refusal, add_project_args, emit, open_run, project_of, said_as, spec_of
+from .common import Refusal, add_dropped, add_project_args, emit, open_run, project_of, said_as, spec_of
 from .decisions import key_lines, loop_arguments
 
 
@@ -320,7 +320,9 @@ def register(sub: Any) -> None:
     hc.add_argument("--convergence", action="store_true", help="stop on a long plateau (stall ≥ 5)")
     hc.add_argument("-n", "--workers", type=int, default=0, help="xdist workers for each gate session")
     hc.add_argument("--store", choices=HILL_CLIMB_STORES, help="where every candidate is committed")
-    hc.add_argument("--store-commit-cmd", metavar="CMD", help="'CMD {msg} {dir} {tag}'")
+    add_dropped(
+        hc, "--store-commit-cmd", "commit candidates to git (--store git) or keep snapshots (--store copy)"
+    )
     hc.add_argument("--instructions-file", type=Path, metavar="F", help="the prompt template")
     hc.add_argument("--optimizer-timeout", type=float, default=1800.0, metavar="S", help="seconds (1800)")
     hc.add_argument(

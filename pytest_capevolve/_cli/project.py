@@ -13,6 +13,7 @@ from typing import Any
 from .. import exitcodes
 from .common import (
     UsageError,
+    add_dropped,
     add_project_args,
     emit,
     existing_project,
@@ -255,17 +256,14 @@ def _project_holding(path: Path, runs_dir: Path) -> Path:
 
 
 def cmd_import_cap_evolve(args: argparse.Namespace) -> int:
-    """Make a cap-evolve project (and one of its runs) a project here."""
+    """Make a cap-evolve project a project here."""
     from .._loop.cap_evolve.importer import import_cap_evolve, render
 
-    return emit(args, import_cap_evolve(args.src, args.dest, args.run), None if args.json else render)
+    return emit(args, import_cap_evolve(args.src, args.dest), None if args.json else render)
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    """Write a runnable project into DIR, or import a cap-evolve one there."""
-    if args.from_cap_evolve is not None:  # `import-cap-evolve SRC DIR` by another name
-        given = argparse.Namespace(src=args.from_cap_evolve, dest=args.dir, run=None, json=args.json)
-        return cmd_import_cap_evolve(given)
+    """Write a runnable project into DIR."""
     from .._project.scaffold import write_project
 
     written = write_project(args.dir.resolve())  # a file in the way: a Refusal, exit 2
@@ -324,18 +322,23 @@ def register(sub: Any) -> None:
     gen.add_argument("--id", help="microcase id (default CLUSTER-TASK)")
     gen.add_argument("--out", type=Path, help="default: PROJECT/microcases/ID.yaml")
     gen.set_defaults(func=cmd_microcase_gen)
-    imp = sub.add_parser("import-cap-evolve", help="make a cap-evolve project (and a run of it) one here")
+    imp = sub.add_parser("import-cap-evolve", help="make a cap-evolve project one here")
     imp.add_argument("src", type=Path, help="cap-evolve's project folder or its spec file")
     imp.add_argument("dest", type=Path, nargs="?", default=Path("."), help="where to write (default .)")
-    imp.add_argument("--run", type=Path, metavar="RUN_DIR", help="a cap-evolve run_<ts> dir")
+    add_dropped(
+        imp,
+        "--run",
+        "a cap-evolve run's rollouts were not recorded by capevolve's record keeper and its gate made its "
+        "decisions: import the project (capevolve import-cap-evolve SRC DIR) and start with a baseline there",
+    )
     imp.add_argument("--json", action="store_true", help="print only the JSON report on stdout")
     imp.set_defaults(func=cmd_import_cap_evolve, refusals=True)
     init = sub.add_parser(
         "init", help="write a new project that runs offline (spec, adapter, capability, microcase, candidate)"
     )
     init.add_argument("dir", type=Path, nargs="?", default=Path("."), help="where to write it (default .)")
-    init.add_argument(
-        "--from-cap-evolve", type=Path, metavar="SRC", help="import a cap-evolve project (import-cap-evolve)"
+    add_dropped(
+        init, "--from-cap-evolve", "import a cap-evolve project with: capevolve import-cap-evolve SRC DIR"
     )
     init.add_argument("--json", action="store_true", help="print only JSON on stdout (the rest to stderr)")
     init.set_defaults(func=cmd_init, refusals=True)

@@ -253,8 +253,9 @@ def _verified(args: argparse.Namespace, answer: dict[str, Any], *, ok: bool) -> 
 
 
 def _verified_run(args: argparse.Namespace) -> RunDir:
-    """``verify [PROJECT] [--run-id ID]``, or the older ``verify RUN_DIR`` (a folder holding
-    ``events.jsonl``). Reads no spec: a run whose project's spec is broken can still be checked."""
+    """``verify [PROJECT] [--run-id ID]``, or ``verify RUN_DIR`` (a folder holding ``events.jsonl``:
+    a run dir on its own, such as a copy or a CI artifact, without its project). Reads no spec: a
+    run whose project's spec is broken can still be checked."""
     target = project_of(args)
     if (target / "events.jsonl").is_file():
         if args.run_id is not None:
@@ -360,7 +361,7 @@ def register(sub: Any) -> None:
     verify = sub.add_parser(
         "verify", help="check a run's events.jsonl hash chain, rollout files and state.json"
     )
-    add_project_args(verify)  # the positional may also be a run dir (the older form)
+    add_project_args(verify)  # the positional may also be a run dir on its own
     add = verify.add_argument
     add(
         "--repair",

@@ -42,8 +42,6 @@ class Basis(StrEnum):
     # guards that refuse an action, not a candidate: no verdict holds them (_policy/guards.py)
     FINALIZED = "finalized"
     HARNESS_CHANGED = "harness_changed"
-    # a best chosen outside the gate (``capevolve import-cap-evolve``)
-    CAP_EVOLVE_IMPORT = "cap-evolve import"
 
 
 # a candidate refused by a screen before any rollout: a verdict without numbers

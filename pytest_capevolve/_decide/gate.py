@@ -231,7 +231,7 @@ def _interval(
     deltas: np.ndarray, mask: np.ndarray, config: GateConfig, se: float | None
 ) -> tuple[float | None, tuple[float, float] | None, str]:
     if not config.clusters:
-        return se, stats.mean_ci(deltas, seed=config.seed), stats.mean_ci_method(int(deltas.size))
+        return se, stats.t_ci(deltas), stats.STUDENT_T
     from .._stats.clusters import cluster_mean_ci
 
     kept = [c for c, k in zip(config.clusters, mask.tolist(), strict=True) if k]

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .. import _stats as stats
-from .alpha_budget import as_fraction, look_alpha
+from .alpha_budget import look_alpha
 from .basis import Basis
 from .gate import decide
 from .verdict import ACCEPT, GateConfig
@@ -49,26 +49,11 @@ def screen_size(n_val: int, tier: int) -> int:
     return min(n_val, max(MIN_TASKS, math.ceil(_share(tier) * n_val)))
 
 
-def tier_alpha(screen_alpha: float | Fraction, tier: int | None) -> Fraction:
+def tier_alpha(screen_alpha: float | Fraction, tier: int) -> Fraction:
     """The level a tier's harm test is decided at: ``screen_alpha`` split α/2, α/4, α/4 across the three
-    tiers, as grow splits it across looks. None (ids picked by hand): all of it."""
-    if tier is None:
-        return as_fraction(screen_alpha)
+    tiers, as grow splits it across looks."""
     _share(tier)
     return look_alpha(screen_alpha, tier, len(TIERS))
-
-
-def best_harm_p(n_tasks: int) -> Fraction:
-    """The smallest p the harm test can give on ``n_tasks`` tasks (every task worse, no tie)."""
-    return Fraction(1, 2**n_tasks)
-
-
-def fewest_tasks(alpha: float) -> int:
-    """The fewest screened tasks on which harm can be proven at ``alpha`` (best case)."""
-    n = 1
-    while best_harm_p(n) > Fraction(str(alpha)):
-        n += 1
-    return n
 
 
 def selection_trials(num_trials: int) -> int:

@@ -64,7 +64,7 @@ class Verdict:
     delta_exact: str | None = None  # Δ̄ as the fraction it is ("7/18"): the null floor's comparison
     se: float | None = None
     ci: list[float] | None = None
-    ci_method: str | None = None  # t below stats.T_CI_MAX_TASKS tasks, bca_bootstrap, normal past 2000
+    ci_method: str | None = None  # t (cluster_t by clusters); older verdicts may say bca_bootstrap or normal
     p_value: float | None = None
     p_exact: str | None = None  # "n/d": the p (exact methods) or an upper bound on it (float tails)
     p_method: str | None = None  # how p was reached: one of _stats.sign_flip.METHODS

@@ -1,15 +1,13 @@
 """The candidate store of a hill-climb: every candidate, decided, kept where a person can look.
 
 ``git`` (default; ``runs/<id>/store/``, one commit per candidate on branch ``candidates``,
-accepted ones tagged, branch ``best`` following the best), ``copy`` (the run dir's snapshots) or
-``command`` (``--store-commit-cmd``). ``hill_climb/store-<kind>.json`` keeps what a store holds,
+accepted ones tagged, branch ``best`` following the best) or ``copy`` (the run dir's snapshots).
+``hill_climb/store-<kind>.json`` keeps what a store holds,
 so a resumed loop commits each candidate once."""
 
 from __future__ import annotations
 
-import shlex
 import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -95,46 +93,20 @@ class GitStore(CandidateStore):
             repo.close()
 
 
-class CommandStore(CandidateStore):
-    def __init__(self, root: Path, index_path: Path, command: str | None, cwd: Path) -> None:
-        if not command:
-            raise StoreError("--store command needs --store-commit-cmd 'CMD {msg} {dir} {tag}'")
-        super().__init__(root, index_path)
-        self.command = command
-        self.cwd = cwd
-
-    def _commit(self, tag: str, files: Path, message: str, *, accepted: bool) -> Any:
-        argv = [
-            part.replace("{msg}", message).replace("{dir}", str(files)).replace("{tag}", tag)
-            for part in shlex.split(self.command)
-        ]
-        try:
-            done = subprocess.run(argv, cwd=self.cwd, capture_output=True, text=True, check=False)
-        except OSError as exc:  # no such program, not executable
-            raise StoreError(f"--store-commit-cmd could not run for {tag}: {exc}") from None
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["(no stderr)"])[-1][-300:]  # one line
-            raise StoreError(f"--store-commit-cmd exited {done.returncode} for {tag}: {last}")
-        return {"command": argv, "stdout": done.stdout[-2000:]}
-
-
 # The backends by `--store` name (the spec's HILL_CLIMB_STORES, a floor below, repeats the names)
-STORE_KINDS: dict[str, Callable[[Path, Path, str | None, Path | None], CandidateStore]] = {
-    "git": lambda root, index, command, cwd: GitStore(root / "store", index),
-    "copy": lambda root, index, command, cwd: CandidateStore(root / "candidates", index),
-    "command": lambda root, index, command, cwd: CommandStore(root / "store", index, command, cwd or root),
+STORE_KINDS: dict[str, Callable[[Path, Path], CandidateStore]] = {
+    "git": lambda root, index: GitStore(root / "store", index),
+    "copy": lambda root, index: CandidateStore(root / "candidates", index),
 }
 
 
-def open_store(
-    kind: str, run_root: Path, *, command: str | None = None, cwd: Path | None = None
-) -> CandidateStore:
-    """The store ``kind`` of the run at ``run_root`` (``command`` needs ``--store-commit-cmd``)."""
+def open_store(kind: str, run_root: Path) -> CandidateStore:
+    """The store ``kind`` of the run at ``run_root``."""
     index = run_root / "hill_climb" / f"store-{kind}.json"  # what this kind of store holds
     make = STORE_KINDS.get(kind)
     if make is None:
         raise StoreError(f"--store {kind!r}: use one of {', '.join(HILL_CLIMB_STORES)}")
-    return make(run_root, index, command, cwd)
+    return make(run_root, index)
 
 
 def store_anchor(root: Path) -> str:

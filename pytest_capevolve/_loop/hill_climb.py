@@ -96,7 +96,7 @@ class HillClimb:
         self.optimizer = checked_optimizer(options, self.spec)
         self.focus = checked_focus(options, self.spec)
         self.store_kind = options.store or self.spec.store or "git"
-        check_limits(options, self.store_kind)
+        check_limits(options)
         self.template = instructions_template(options)
         checked_writable(self.spec, options.writable)  # refused before the loop starts, not mid-round
         self.extra_protected = (
@@ -171,9 +171,7 @@ class HillClimb:
         check_signal(self.o, list((rundir.splits() or {}).get("train", [])))
         guards.refuse_finalized(rundir, guards.Checkpoint.HILL_CLIMB)
         try:
-            self.store = open_store(
-                self.store_kind, rundir.root, command=self.o.store_commit_cmd, cwd=self.spec.project_dir
-            )
+            self.store = open_store(self.store_kind, rundir.root)
         except StoreError as exc:
             raise Refusal(str(exc)) from None
         store_seed(self.store, self.store_kind, rundir, self.spec.capability_path)

@@ -48,7 +48,6 @@ class Options:
     convergence: bool = False
     workers: int = 0
     store: str | None = None
-    store_commit_cmd: str | None = None
     instructions_file: Path | None = None
     optimizer_timeout: float = DEFAULT_OPTIMIZER_TIMEOUT
     run_id: str | None = None
@@ -112,9 +111,8 @@ def checked_focus(options: Options, spec: Spec) -> str:
     return focus
 
 
-def check_limits(options: Options, store_kind: str) -> None:
-    """``--optimizer-timeout`` > 0, ``--max-iterations`` ≥ 0, ``--new-run`` alone, and
-    ``--store-commit-cmd`` only with the ``command`` store (any other would ignore it)."""
+def check_limits(options: Options) -> None:
+    """``--optimizer-timeout`` > 0, ``--max-iterations`` ≥ 0, ``--new-run`` alone."""
     if options.optimizer_timeout <= 0:
         raise Refusal(f"--optimizer-timeout {options.optimizer_timeout:g}: give a number of seconds > 0")
     if options.max_iterations is not None and options.max_iterations < 0:
@@ -122,11 +120,6 @@ def check_limits(options: Options, store_kind: str) -> None:
     if options.new_run and (options.run_id is not None or options.resume):
         given = "--run-id" if options.run_id is not None else "--resume"
         raise Refusal(f"--new-run starts a new run; {given} continues an existing one: give one")
-    if options.store_commit_cmd and store_kind != "command":
-        raise Refusal(
-            f"--store-commit-cmd runs only with --store command; the store here is {store_kind!r}, "
-            "which would ignore it: add --store command, or drop --store-commit-cmd"
-        )
 
 
 def check_signal(options: Options, train_ids: list[str]) -> None:

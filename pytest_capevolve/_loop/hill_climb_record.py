@@ -69,7 +69,7 @@ PROPOSAL_SPEND = ("cost_usd", "tokens", "seconds")
 
 def book_iteration(spec: Spec, rundir: RunDir, cid: str, meta: dict[str, Any], folder: Path) -> None:
     """Book the gate's verdict on ``cid`` through :func:`.commit.book`, with the optimizer's
-    cost from the log's ``proposed`` event (``optimizer.json`` for older runs); a booking a
+    cost from the log's ``proposed`` event; a booking a
     kill cut off after it was written is not booked again."""
     verdict = rundir.verdicts.verdict(cid) or {}
     booked, basis = booked_decision(verdict)
@@ -79,10 +79,9 @@ def book_iteration(spec: Spec, rundir: RunDir, cid: str, meta: dict[str, Any], f
             booked, basis = "accept", None
     except CommitRefused as exc:
         not_adopted = str(exc)
-    proposed = proposed_event(rundir, cid).items()  # the optimizer's spend as logged ({} in older runs)
-    optimizer = {**read_json(folder / "optimizer.json"), **{k: v for k, v in proposed if k in PROPOSAL_SPEND}}
-    head = f"hill-climb iter {meta['iteration']} ({meta['focus_mode']}; optimizer {optimizer['outcome']})"
-    get = optimizer.get
+    outcome = read_json(folder / "optimizer.json")["outcome"]
+    head = f"hill-climb iter {meta['iteration']} ({meta['focus_mode']}; optimizer {outcome})"
+    get = proposed_event(rundir, cid).get  # the optimizer's spend as logged, never as a file says
     spend = OptimizerSpend(get("cost_usd", 0.0), get("tokens", 0), get("seconds", 0.0))
     note = f"{head}: {booked_reason(verdict, booked, not_adopted)}"
     try:

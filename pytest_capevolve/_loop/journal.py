@@ -88,7 +88,7 @@ def proposals(rundir: RunDir) -> list[Mapping[str, Any]]:
 
 
 def proposed_event(rundir: RunDir, tag: str) -> Mapping[str, Any]:
-    """``tag``'s hill-climb ``proposed`` event, the last ({} when there is none: older runs)."""
+    """``tag``'s hill-climb ``proposed`` event, the last ({} when there is none)."""
     return next((e for e in reversed(proposals(rundir)) if e.get("tag") == tag), {})
 
 

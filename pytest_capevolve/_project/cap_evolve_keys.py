@@ -57,7 +57,9 @@ NOT_USED: dict[str, str] = {
     ),
     "capabilities": _HILL_CLIMB_FLAG.format(flag="--capabilities"),
     "convergence": _HILL_CLIMB_FLAG.format(flag="--convergence"),
-    "store_commit_cmd": _HILL_CLIMB_FLAG.format(flag="--store-commit-cmd"),
+    "store_commit_cmd": (
+        "no command store here: `capevolve hill-climb --store git` (the default) or `--store copy`"
+    ),
     "actions": "a candidate is a folder and any edit to it is allowed except `protected_paths`",
     "capability_sources": (
         "nothing copies files into the optimizer's work copy here; name what it should read in "
@@ -70,8 +72,8 @@ NOT_USED: dict[str, str] = {
     "model": "the model the agent runs on is the adapter's business; nothing here reads it",
     "dataset_source": "tasks always come from the adapter's tasks('all')",
     "reuse_baseline": (
-        "a run resumes itself here (no persisted rollout is paid twice); to carry a cap-evolve "
-        "run's rollouts over, import its run dir: `capevolve import-cap-evolve SRC --run RUN_DIR`"
+        "a run resumes itself here (no persisted rollout is paid twice); a cap-evolve run's rollouts "
+        "are not carried over: the imported project starts with a baseline here"
     ),
     "dashboard": "every session writes a self-contained dashboard.html; there is no server",
     "dashboard_port": "every session writes a self-contained dashboard.html; there is no server",

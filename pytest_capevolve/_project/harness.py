@@ -57,7 +57,7 @@ DEFAULT_PROTECTED = (
 # a glob's wildcards as regular expressions; every other character stands for itself
 _WILDCARDS = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}
 _WILDCARD = re.compile(r"(\*\*/|\*\*|\*|\?)")
-CONFIG_FILE_KEY = "<pytest config file>"  # in every lock holding the config file's place (older: absent)
+CONFIG_FILE_KEY = "<pytest config file>"  # the config file's place, in every lock
 CONFTEST_PREFIX = "<conftest> "
 NO_CONFIG = "none"
 CONFIG_NAMES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
@@ -190,7 +190,7 @@ def tasks_digest(tasks: Iterable[Any]) -> str:
 
 def changes(locked: Mapping[str, str], now: Mapping[str, str]) -> list[str]:
     """What differs, one ``path (changed|added|removed)`` each; the task pool as ``the tasks``."""
-    comparable = loads_comparable(dict(locked), startup_hooks.comparable(dict(locked), dict(now)))
+    comparable = loads_comparable(dict(locked), dict(now))
     out = compare_digests(comparable, dict(locked))
     return [
         item.replace(TASKS_KEY, "the tasks the adapter returns")
@@ -335,10 +335,8 @@ def conftest_digests(plugins: Iterable[object], project_dir: Path) -> dict[str, 
 
 
 def loads_comparable(locked: dict[str, str], now: dict[str, str]) -> dict[str, str]:
-    """``now`` as it compares with ``locked``: without what ``locked`` predates, and with each
-    conftest above the project it holds that this session did not load (loading less is no change)."""
-    if CONFIG_FILE_KEY not in locked:
-        return {k: v for k, v in now.items() if k != CONFIG_FILE_KEY and not k.startswith(CONFTEST_PREFIX)}
+    """``now`` as it compares with ``locked``: with each conftest above the project it holds that this
+    session did not load (loading less is no change)."""
     gone = {k: v for k, v in locked.items() if k.startswith(CONFTEST_PREFIX) and k not in now}
     return {**now, **gone}
 

@@ -2,8 +2,7 @@
 problem is one :class:`SpecError` naming the file, the key and what would be valid.
 
 A run dir stores a path relative to the project when inside it, absolutely otherwise
-(:func:`to_stored`), so the run belongs to its project wherever it lives; :func:`rebase` maps an
-absolute path an older run dir holds to today's relative form."""
+(:func:`to_stored`), so the run belongs to its project wherever it lives."""
 
 from __future__ import annotations
 
@@ -30,15 +29,6 @@ def to_stored(path: Path, project_dir: Path) -> str:
     (``"."`` for the folder itself), absolute otherwise. Both are resolved first."""
     path, project_dir = path.resolve(), project_dir.resolve()
     return path.relative_to(project_dir).as_posix() if path.is_relative_to(project_dir) else str(path)
-
-
-def rebase(stored: str, old_project_dir: str | Path | None) -> str:
-    """An absolute path from an older run dir in today's stored form: relative when it lies in
-    ``old_project_dir``, else as is (lexically: that folder may be gone)."""
-    path = Path(stored)
-    if old_project_dir is None or not path.is_absolute() or not Path(old_project_dir).is_absolute():
-        return stored
-    return path.relative_to(old_project_dir).as_posix() if path.is_relative_to(old_project_dir) else stored
 
 
 class SpecError(CapevolveError):
@@ -113,24 +103,9 @@ class Spec:
     GUARD_KEYS: ClassVar[tuple[str, ...]] = GUARD_KEYS
 
     @staticmethod
-    def comparable_lock(lock: Mapping[str, Any]) -> dict[str, Any]:
-        """A ``spec.lock.yaml`` read back with its paths in :meth:`Spec.to_lock`'s form, so an old
-        lock holding absolute paths compares equal when it names the same places."""
-        old_project = lock.get("project_dir")
-        if not (isinstance(old_project, str) and Path(old_project).is_absolute()):
-            spec_path = lock.get("path")
-            old_project = None
-            if isinstance(spec_path, str) and Path(spec_path).is_absolute():
-                old_project = str(Path(spec_path).parent)
-        return {
-            key: rebase(value, old_project) if key in PATH_KEYS and isinstance(value, str) else value
-            for key, value in lock.items()
-        }
-
-    @staticmethod
     def locked_value(lock: Mapping[str, Any], key: str) -> Any:
         """``key``'s value in a lock; a key :meth:`to_lock` leaves out at its default is that."""
-        if key in lock or key not in (_SILENT_DEFAULTS | _ADDED_LATER):
+        if key in lock or key not in _SILENT_DEFAULTS:
             return lock.get(key)
         found = next(f for f in dataclasses.fields(Spec) if f.name == key)
         value = found.default_factory() if callable(found.default_factory) else found.default
@@ -152,8 +127,6 @@ class Spec:
 
 
 _SILENT_DEFAULTS = frozenset({"judge_rescores", "regression_rule", "shared_ledger", "sandbox_writable"})
-# keys a lock written before they existed lacks: read as their default
-_ADDED_LATER = frozenset(GUARD_KEYS)
 
 
 # The spec's paths: stored relative to the project folder in a run dir.
@@ -255,7 +228,7 @@ _INF = math.inf
 HILL_CLIMB_FOCUS = ("all", "cyclic", "hardest-first")
 # cap-evolve's back-compat names of a focus schedule: accepted, and read as the schedule named
 FOCUS_ALIASES = {"all-at-once": "all"}
-HILL_CLIMB_STORES = ("git", "copy", "command")
+HILL_CLIMB_STORES = ("git", "copy")
 VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "adapter": _adapter_ref,
     "capability_path": _str,

@@ -14,9 +14,9 @@ import site
 import sys
 from pathlib import Path
 
-MARKER_KEY = "<start-up hooks>"  # present in every lock that holds the hooks (older ones do not)
+MARKER_KEY = "<start-up hooks>"  # in every lock: the hooks' digest as a whole
 PREFIX = "<start-up hook> "
-PLUGINS_MARKER_KEY = "<pytest11 entry points>"  # in every lock that holds them (older ones do not)
+PLUGINS_MARKER_KEY = "<pytest11 entry points>"  # in every lock: the entry points' digest as a whole
 PLUGIN_PREFIX = "<pytest11> "
 _IMPORT_LINE = re.compile(r"^\s*import\s+([A-Za-z_][\w.]*)")
 _CUSTOMIZE = ("sitecustomize", "usercustomize")
@@ -96,15 +96,6 @@ def pytest_plugins() -> dict[str, str]:
         for point in points:
             seen.setdefault(f"{PLUGIN_PREFIX}{point.name} = {point.value}", set()).add(named)
     return {key: hashlib.sha256("\0".join(sorted(texts)).encode()).hexdigest() for key, texts in seen.items()}
-
-
-def comparable(locked: dict[str, str], now: dict[str, str]) -> dict[str, str]:
-    """``now`` without its start-up hooks when ``locked`` predates holding them."""
-    if PLUGINS_MARKER_KEY not in locked:
-        now = {k: v for k, v in now.items() if k != PLUGINS_MARKER_KEY and not k.startswith(PLUGIN_PREFIX)}
-    if MARKER_KEY in locked:
-        return now
-    return {k: v for k, v in now.items() if k != MARKER_KEY and not k.startswith(PREFIX)}
 
 
 def remember(*, fresh: bool = False) -> None:

@@ -1,4 +1,4 @@
-"""A subset-screen session: ``--capevolve-screen TIER`` (or ``--capevolve-screen-ids a,b,c``).
+"""A subset-screen session: ``--capevolve-screen TIER``.
 
 Controller only. Owes only the candidate's rollouts on a subset of val (:mod:`.._decide.screen`); the best's
 side is read from its persisted rollouts. The screen kills or promotes, never accepts, and writes
@@ -33,12 +33,11 @@ from .refusals import Screens
 
 @dataclass(frozen=True)
 class ScreenRequest:
-    tier: int | None = None
-    ids: tuple[str, ...] = ()
+    tier: int = 1
 
     @property
     def label(self) -> str:
-        return f"tier{self.tier}" if self.tier is not None else "ids"
+        return f"tier{self.tier}"
 
 
 @dataclass
@@ -75,31 +74,7 @@ def plan_screen(
             f"run {rundir.run_id}: the best {best!r} has no val rollouts to screen against; evaluate it "
             f"first (capevolve baseline, or {evaluate})"
         )
-    if request.ids:
-        unknown = [t for t in request.ids if t not in val_ids]
-        if unknown:
-            raise CandidateError(
-                f"--capevolve-screen-ids: {', '.join(map(repr, unknown[:5]))} are not val tasks of run "
-                f"{rundir.run_id}; pick ids from its splits.json"
-            )
-        lacking = [t for t in request.ids if t not in means]
-        if lacking:
-            raise CandidateError(
-                f"--capevolve-screen-ids: the best {best!r} has no valid val rollout on "
-                f"{', '.join(map(repr, lacking[:5]))}; a screen never pays for the best's side"
-            )
-        fewest = ladder.fewest_tasks(spec.screen_alpha)
-        if len(request.ids) < fewest:
-            best_p = ladder.best_harm_p(len(request.ids))
-            raise CandidateError(
-                f"--capevolve-screen-ids: {len(request.ids)} task(s) can never prove harm at "
-                f"screen_alpha {spec.screen_alpha:g} (the smallest possible p is 1/2^{len(request.ids)} = "
-                f"{float(best_p):.4g}); name at least {fewest} tasks"
-            )
-        subset = list(request.ids)
-    else:
-        assert request.tier is not None
-        subset = ladder.select(means, rundir.run_id, tag, request.tier)
+    subset = ladder.select(means, rundir.run_id, tag, request.tier)
     screens.prepare(splits[TEST_SPLIT], splits["val"])
     planned_candidates = []
     if not screens.refused(tag, candidate.path, best):
@@ -189,7 +164,7 @@ class ScreenSession:
             subset_rows=rows,
             gate=gate_config(spec),
             seed=spec.base_seed,
-            num_trials=None if planned.request.ids else trials,
+            num_trials=trials,
             gate_level=level,
         )
         # counted from the files, not this session's tally: rollouts paid by an interrupted

@@ -324,8 +324,7 @@ def _kind_label(config: pytest.Config, deciding: bool) -> str:
 def _decides(config: pytest.Config) -> bool:
     """Whether this session decides anything (gate, grow, screen kill): then it reads the frozen settings."""
     option = config.option
-    screen = option.capevolve_screen is not None or option.capevolve_screen_ids is not None
-    return bool(option.capevolve_gate or option.capevolve_grow or screen)
+    return bool(option.capevolve_gate or option.capevolve_grow or option.capevolve_screen is not None)
 
 
 def _interrupted(config: pytest.Config, spec: Spec, started: Started) -> Outcome:

@@ -4,7 +4,6 @@ numbers, what holds for imported results and what does not."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from .._imported.compare import Comparison, PairResult
@@ -176,32 +175,3 @@ def render_pairwise_markdown(result: PairwiseComparison) -> str:
 def _md(text: str) -> str:
     """Text safe in a Markdown table cell."""
     return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-@dataclass(frozen=True)
-class ComparedRuns:
-    """What the ``capevolve_compare`` fixture hands a test: the comparison or pairwise answer."""
-
-    comparison: Comparison | PairwiseComparison
-
-    @property
-    def accepted(self) -> bool:
-        return self.comparison.accepted
-
-    @property
-    def decisions(self) -> list[str]:
-        return self.comparison.decisions
-
-    @property
-    def summary(self) -> str:
-        if isinstance(self.comparison, PairwiseComparison):
-            return "\n".join(render_pairwise_table(self.comparison))
-        return "\n".join(render_table(self.comparison))
-
-    def markdown(self) -> str:
-        if isinstance(self.comparison, PairwiseComparison):
-            return render_pairwise_markdown(self.comparison)
-        return render_markdown(self.comparison)
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.comparison.to_dict()

@@ -28,13 +28,13 @@ from .numbers import interval, num
 
 
 def paired_summary(candidate: np.ndarray, base: np.ndarray, *, seed: int) -> dict[str, Any] | None:
-    """Mean paired delta candidate − base with its SE, 95% CI (:func:`stats.mean_ci`) and one-sided
+    """Mean paired delta candidate − base with its SE, 95% CI (:func:`stats.t_ci`) and one-sided
     sign-flip p; None when no task is valid on both sides."""
     deltas, _ = stats.paired_deltas(candidate, base)
     if deltas.size == 0:
         return None
     mean, se = stats.mean_se(deltas)
-    ci = stats.mean_ci(deltas, seed=seed)
+    ci = stats.t_ci(deltas)
     test = stats.sign_flip_test(candidate, base, seed=seed)
     return {
         "n": int(deltas.size),

@@ -17,18 +17,7 @@ from .core import (
     task_stderrs,
     variance_components,
 )
-from .intervals import (
-    BCA,
-    NORMAL,
-    STUDENT_T,
-    T_CI_MAX_TASKS,
-    bootstrap_ci,
-    ci_method,
-    detection_z,
-    mean_ci,
-    mean_ci_method,
-    t_ci,
-)
+from .intervals import STUDENT_T, detection_z, t_ci
 from .sign_flip import (
     EXACT_MARGIN,
     EXACT_MAX_SPAN,
@@ -45,10 +34,10 @@ from .sign_flip import (
 )
 
 __all__ = [
-    "ArmSummary", "BCA", "EXACT_MARGIN", "EXACT_MAX_SPAN", "NORMAL", "STUDENT_T", "SignFlipResult",
-    "T_CI_MAX_TASKS", "as_matrix", "bootstrap_ci", "ci_method", "detection_z", "check_rewards",
+    "ArmSummary", "EXACT_MARGIN", "EXACT_MAX_SPAN", "STUDENT_T", "SignFlipResult",
+    "as_matrix", "detection_z", "check_rewards",
     "combined_se", "coverage", "exact_mean", "exact_mean_delta", "exact_spread", "exact_task_deltas",
-    "exceeds_k_se", "exceeds", "integer_deltas", "integer_deltas_of", "mean_ci", "mean_ci_method",
+    "exceeds_k_se", "exceeds", "integer_deltas", "integer_deltas_of",
     "mean_se", "paired_deltas", "paired_means", "pass_at_k", "pass_hat_k",
     "reward_grid", "sign_flip_on_integers", "sign_flip_test", "summarize",
     "t_ci", "task_means", "task_stderrs", "variance_components",

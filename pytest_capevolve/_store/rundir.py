@@ -194,7 +194,13 @@ class RunDir:
                 f"{self.spec_lock_path}: damaged, not the YAML mapping the run froze "
                 f"({type(locked).__name__}); restore it, or start a new run with --capevolve-new-run"
             )
-        old = spec.comparable_lock(locked)
+        if (why := _pre_release(locked, spec.GUARD_KEYS)) is not None:
+            raise RunDirError(
+                f"{self.spec_lock_path}: written by a development build before pytest-capevolve 0.1.0 "
+                f"({why}), a run-dir format this version does not read; start a new run with "
+                "--capevolve-new-run"
+            )
+        old = locked
         was = {k: spec.locked_value(old, k) for k in spec.FROZEN_KEYS}
         changed = [k for k in spec.FROZEN_KEYS if was[k] != spec.locked_value(lock, k)]
         guards = [k for k in changed if k in spec.GUARD_KEYS]
@@ -326,6 +332,14 @@ _LOCK_DELETED = (
     "run {run}: its spec.lock.yaml is gone but its event log records the run, so nothing it decided "
     "can be continued (restore the file from a backup, or start a new run with --capevolve-new-run)"
 )
+
+
+def _pre_release(locked: dict[str, Any], guard_keys: tuple[str, ...]) -> str | None:
+    """Why ``spec.lock.yaml`` is not today's format (the one check for a pre-release run dir)."""
+    if isinstance(where := locked.get("project_dir"), str) and Path(where).is_absolute():
+        return "its paths are absolute"
+    missing = [key for key in guard_keys if key not in locked]
+    return f"it has no {', '.join(missing)}" if missing else None
 
 
 def _lock_deleted(root: Path) -> bool:

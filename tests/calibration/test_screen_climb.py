@@ -64,4 +64,3 @@ def test_the_tier_shares_sum_to_screen_alpha():
 
     shares = [ladder.tier_alpha(SCREEN_ALPHA, tier) for tier in ladder.TIERS]
     assert shares == [Fraction(1, 40), Fraction(1, 80), Fraction(1, 80)] and sum(shares) == Fraction(1, 20)
-    assert ladder.tier_alpha(SCREEN_ALPHA, None) == Fraction(1, 20)  # ids by hand: one look

@@ -57,7 +57,7 @@ def test_project_positional_defaults_to_the_current_folder_and_old_forms_still_w
     ):
         code, out, _err = run(capsys, *argv)
         assert code == 0 and json.loads(out)["p_value"] == recorded["p_value"], argv
-    code, out, _err = run(capsys, "verify", str(rundir))  # the older form: a run dir
+    code, out, _err = run(capsys, "verify", str(rundir))  # a run dir on its own
     assert code == 0 and "rollout files and state.json agree" in out
     code, out, _err = run(capsys, "verify", "--run-id", rundir.name)
     assert code == 0 and "rollout files and state.json agree" in out

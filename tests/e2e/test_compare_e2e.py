@@ -149,37 +149,11 @@ def test_each_sources_how_to_runs_as_written_on_the_committed_files(source: str,
     assert [result.returncode for _, result in ran] == EXITS[source]
 
 
-def test_the_fixture_decides_in_a_test_with_junitxml_properties(pytester: pytest.Pytester) -> None:
-    rows = "task_id,trial,reward\n"
-    pytester.makefile(".csv", base=rows + "".join(f"q{t},1,0\nq{t},2,0\n" for t in range(8)))
-    pytester.makefile(".csv", better=rows + "".join(f"q{t},1,1\nq{t},2,1\n" for t in range(8)))
-    pytester.makepyfile(
-        """
-        def test_better(capevolve_compare):
-            compared = capevolve_compare("base.csv", "better.csv")
-            assert compared.accepted, compared.summary
-
-        def test_same(capevolve_compare):
-            compared = capevolve_compare("base.csv", "base.csv", labels=["A", "A-again"])
-            assert compared.accepted, compared.summary
-
-        def test_preferred(capevolve_compare):  # one file of a judge's preferences: the sign test
-            compared = capevolve_compare("prefs.csv", labels=["old", "new"])
-            assert compared.accepted, compared.summary
-            assert "new preferred to old" in compared.markdown()
-        """
-    )
-    pytester.makefile(".csv", prefs="task_id,preference\n" + "".join(f"q{t},B\n" for t in range(8)))
-    result = pytester.runpytest("--junitxml=junit.xml", "-p", "no:randomly")
-    result.assert_outcomes(passed=2, failed=1)
-    # the failing test's message is the table, with what holds for imported results
-    result.stdout.fnmatch_lines(
-        ["*A-again*REJECT*p = 1 > α = 0.05*", "*what does not:*", "*nothing is sealed*"]
-    )
-    junit = (pytester.path / "junit.xml").read_text(encoding="utf-8")
-    assert 'name="capevolve_compare:better.csv" value="accept' in junit
-    assert 'name="capevolve_compare:A-again" value="reject' in junit
-    assert 'name="capevolve_compare:prefs.csv" value="accept p=0.00390625"' in junit
+def test_the_dropped_fixture_names_the_command(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_it(capevolve_compare):\n    pass\n")
+    result = pytester.runpytest("-p", "no:randomly")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*capevolve_compare fixture was dropped: run `capevolve compare A B`*"])
 
 
 def test_a_margin_asks_no_worse_than_and_says_so_in_every_answer(tmp_path: Path, compare_in_process) -> None:

@@ -208,10 +208,9 @@ def test_a_screen_kill_on_ceiling_names_the_basis_it_supports(pytester, capsys):
     (project / "capevolve.yaml").write_text("adapter: adapter.py:Adapter\ncapability_path: capability\n")
     session = ["--capevolve-run", str(project), "-p", "no:cacheprovider", "-q"]
     assert pytester.runpytest(*session).ret == 0
-    val = json.loads(next((project / ".capevolve" / "runs").glob("*/splits.json")).read_text())["val"]
     screen = ["--capevolve-candidate", str(project / "worse"), "--capevolve-commit", "none"]
-    killed = pytester.runpytest(*session, *screen, "--capevolve-screen-ids", ",".join(val))
-    killed.stdout.fnmatch_lines(["*screen worse (ids, * tasks): KILL — ceiling*"])
+    killed = pytester.runpytest(*session, *screen, "--capevolve-screen", "3")
+    killed.stdout.fnmatch_lines(["*screen worse (tier3, * tasks): KILL — ceiling*"])
 
     code, _, err = run(
         capsys, "commit", "worse", str(project), "--decision", "reject", "--reject-basis", "screen_kill"

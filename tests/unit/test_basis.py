@@ -12,7 +12,7 @@ RECORDED = {
     "exact", "paired", "pairwise", "significant", "threshold", "strict", "simplicity_tiebreak", "null_floor",
     "regression_veto", "guard", "coverage", "error_imbalance", "sequential_efficacy",
     "sequential_futility", "sequential_exhaustion", "interrupted", "level_taken", "tamper", "leak",
-    "micro_test_fail", "repeat", "gate", "screen_kill", "ceiling", "budget", "infra", "cap-evolve import",
+    "micro_test_fail", "repeat", "gate", "screen_kill", "ceiling", "budget", "infra",
 }  # fmt: skip
 
 

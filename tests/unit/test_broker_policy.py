@@ -58,7 +58,6 @@ def test_the_loop_commands_of_the_playbooks_run_outside_as_asked(policy, argv: l
 REFUSED = [
     (["verify", "--repair"], "rewrites the record"),
     (["commit", "t1", "--decision", "accept", "--force"], "against the gate"),
-    (["hill-climb", "--optimizer", "x {workdir}", "--store-commit-cmd", "sh -c x"], "outside the boundary"),
     (["verify", "--anchor-from-store", "somewhere"], "runs git"),
     (["pytest", "--capevolve-run", ".", "--capevolve-new-run", "--capevolve-gate"], "fresh level"),
     (["hill-climb", "--optimizer", "x {workdir}", "--new-run"], "fresh level"),

@@ -339,22 +339,3 @@ def test_a_margin_no_run_could_show_on_these_tasks_says_so() -> None:
     big, worse = _ties_but(300, 30)  # reachable at 300 tasks: a reject on the evidence, no hint
     said = compare_runs(big, [worse], CompareSettings(margin=-0.05)).pairs[0].verdict.reason
     assert "cannot be shown here" not in said
-
-
-def test_the_fixtures_keywords_are_all_on_the_compare_page() -> None:
-    """A new user passed `margin=-0.02` to the `capevolve_compare` fixture: it works, but the
-    how-to's list of its keywords left out `margin` and `equivalence`."""
-    import dataclasses
-
-    page = (Path(__file__).resolve().parents[2] / "docs" / "how-to" / "compare.md").read_text(
-        encoding="utf-8"
-    )
-    paragraph = page[page.index("It takes the command's settings as keywords") :][:600]
-    keywords = [f.name for f in dataclasses.fields(CompareSettings)] + [
-        "labels",
-        "arms",
-        "scorer",
-        "format",
-        "clusters",
-    ]
-    assert [k for k in keywords if f"`{k}`" not in paragraph] == []

@@ -184,16 +184,3 @@ def test_a_margin_on_preferences_is_refused_not_ignored(
     err = capsys.readouterr().err
     assert f"{question[0]}: the pairwise sign test asks only whether B is preferred" in err
     assert "compare two files of rewards" in err
-
-
-def test_the_fixture_refuses_a_setting_the_sign_test_does_not_take_with_a_way_on(tmp_path: Path) -> None:
-    # capevolve_compare("prefs.csv", margin=-0.05) raised "unexpected keyword argument 'margin'"
-    from types import SimpleNamespace
-
-    from pytest_capevolve.plugin import _compared_preferences
-
-    prefs = write(tmp_path / "prefs.csv", "task_id,preference", [f"q{t},B" for t in range(8)])
-    request = SimpleNamespace(node=SimpleNamespace(user_properties=[]))
-    with pytest.raises(TypeError, match=r"margin=.*takes alpha and min_coverage.*two files of rewards"):
-        _compared_preferences(request, prefs, (), None, {"margin": -0.05})  # type: ignore[arg-type]
-    assert _compared_preferences(request, prefs, (), None, {"alpha": 0.05}).accepted  # type: ignore[arg-type]

@@ -273,17 +273,16 @@ def test_k_se_is_recorded_only_for_k_se_modes():
     assert judge(np.ones((3, 1)), np.zeros((3, 1)), gate.GateConfig(mode="paired", k_se=0.7)).k_se == 0.7
 
 
-def test_the_confidence_interval_uses_the_configured_seed():
-    # past stats.T_CI_MAX_TASKS tasks the interval is the bootstrap's, drawn with the gate's seed
+def test_the_confidence_interval_is_students_t_at_every_size():
+    # 12 tasks (tau2's val) and 300 (where a bootstrap was once used): the same t interval of the deltas
     rng = np.random.default_rng(3)
-    deltas = np.round(rng.uniform(-0.4, 1.0, stats.T_CI_MAX_TASKS), 1)
-    cand = np.clip(deltas, 0, 1)[:, None]
-    best = np.clip(-deltas, 0, 1)[:, None]
-    for seed in (0, 7):
-        verdict = judge(cand, best, gate.GateConfig(seed=seed, min_coverage=0.0))
-        assert verdict.ci == list(stats.bootstrap_ci(deltas, seed=seed))
-        assert verdict.ci_method == stats.BCA
-    assert stats.bootstrap_ci(deltas, seed=0) != stats.bootstrap_ci(deltas, seed=7)
+    for n in (12, 300):
+        deltas = np.round(rng.uniform(-0.4, 1.0, n), 1)
+        cand = np.clip(deltas, 0, 1)[:, None]
+        best = np.clip(-deltas, 0, 1)[:, None]
+        verdict = judge(cand, best, gate.GateConfig(min_coverage=0.0))
+        assert verdict.ci == pytest.approx(list(stats.t_ci(deltas)), rel=1e-12)
+        assert verdict.ci_method == stats.STUDENT_T == verdict.to_dict()["ci_method"]
 
 
 def test_regression_noise_uses_both_arms_squared_errors():

@@ -1,11 +1,13 @@
-"""``capevolve init``: a new project's files, never written over an existing one; with
-``--from-cap-evolve`` the importer's project instead. (That the project checks, gates and seals
+"""``capevolve init``: a new project's files, never written over an existing one; a cap-evolve
+project is ``import-cap-evolve``'s (``--from-cap-evolve`` names it). (That the project checks, gates and seals
 offline is played by tests/e2e/test_docs_commands.py from the tutorial.)"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import pytest
 
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._project.scaffold import FILES
@@ -34,13 +36,19 @@ def test_init_never_overwrites_a_file_and_writes_nothing_when_refused(tmp_path: 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["capevolve.yaml"]
 
 
-def test_init_from_cap_evolve_imports_the_project(cap_evolve, tmp_path: Path, capsys) -> None:
+def test_init_from_cap_evolve_names_the_importer_and_writes_nothing(
+    cap_evolve, tmp_path: Path, capsys
+) -> None:
     project, _run = cap_evolve
     dest = tmp_path / "ours"
-    assert main(["init", str(dest), "--from-cap-evolve", str(project), "--json"]) == 0
-    capsys.readouterr()
-    spec = load_spec(dest)
-    assert spec.gate_mode == "paired" and spec.num_trials == 5  # cap-evolve's keys carried over
+    with pytest.raises(SystemExit) as exited:  # argparse's usage error
+        main(["init", str(dest), "--from-cap-evolve", str(project)])
+    assert exited.value.code == 2
+    assert (
+        "--from-cap-evolve was dropped; import a cap-evolve project with: capevolve import-cap-evolve SRC DIR"
+        in (capsys.readouterr().err)
+    )
+    assert not dest.exists()
 
 
 def _seed_passes_every_microcase(project: Path) -> None:
@@ -61,7 +69,7 @@ def test_the_seed_passes_every_microcase_each_init_path_writes(cap_evolve, tmp_p
     """Issue 38, trap 1: a microcase the seed fails rejects every gate by micro_test_fail."""
     project, _run = cap_evolve
     assert main(["init", str(tmp_path / "new")]) == 0
-    assert main(["init", str(tmp_path / "ours"), "--from-cap-evolve", str(project)]) == 0
+    assert main(["import-cap-evolve", str(project), str(tmp_path / "ours")]) == 0
     capsys.readouterr()
     assert (tmp_path / "new" / "microcases" / "format.yaml").is_file()
     for written in (tmp_path / "new", tmp_path / "ours"):

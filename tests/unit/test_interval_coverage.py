@@ -1,6 +1,6 @@
 """The verdict's "95 % CI" covers ≥ 94 % where the gate is used most: at 12 tasks (the public
-tau2 val) the BCa bootstrap covered 86 %, so below stats.T_CI_MAX_TASKS the interval is
-Student's t (issue 25, item 7). Measured by simulation with a fixed seed: 4,000 null
+tau2 val) the BCa bootstrap covered 86 %, so the interval is Student's t (issue 25, item 7;
+at every size since issue 38: from 200 tasks on the two agreed within Monte Carlo error). Measured by simulation with a fixed seed: 4,000 null
 evaluations of the real tau2 per-task rates, Monte Carlo SE ≈ 0.35 points."""
 
 from __future__ import annotations
@@ -42,20 +42,14 @@ def coverage(deltas: np.ndarray, interval) -> float:
 
 def test_the_reported_interval_covers_at_least_94_percent_at_12_tasks():
     deltas = null_deltas(tau2_rates(), DRAWS, seed=2026)
-    assert stats.mean_ci_method(12) == stats.STUDENT_T
-    assert coverage(deltas, lambda d, i: stats.mean_ci(d, seed=i)) >= 0.94
+    assert coverage(deltas, lambda d, i: stats.t_ci(d)) >= 0.94
 
 
-def test_the_bca_bootstrap_under_covers_there_which_is_why_it_is_not_used():
-    deltas = null_deltas(tau2_rates(), 1000, seed=2026)
-    assert coverage(deltas, lambda d, i: stats.bootstrap_ci(d, seed=i)) < 0.90
-
-
-@pytest.mark.parametrize("n", [30, 100])
+@pytest.mark.parametrize("n", [30, 100, 300])
 def test_the_reported_interval_covers_at_least_94_percent_on_more_tasks(n):
     rates = np.random.default_rng(n).choice(tau2_rates(), size=n)
     deltas = null_deltas(rates, 2000, seed=n)
-    assert coverage(deltas, lambda d, i: stats.mean_ci(d, seed=i)) >= 0.94 - 0.01  # 2000 draws: SE 0.5 pt
+    assert coverage(deltas, lambda d, i: stats.t_ci(d)) >= 0.94 - 0.01  # 2000 draws: SE 0.5 pt
 
 
 def test_the_t_interval_is_scipys():

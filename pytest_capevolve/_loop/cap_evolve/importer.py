@@ -1,13 +1,12 @@
-"""``capevolve import-cap-evolve SRC [DEST] [--run RUN_DIR]``: a cap-evolve project, and one
-of its runs, made a project and a run here.
+"""``capevolve import-cap-evolve SRC [DEST]``: a cap-evolve project made a project here.
 
 Written to DEST, never over an existing file: ``capevolve.yaml`` with every key mapped
 (:mod:`.._project.cap_evolve_keys`) and the others listed with why; ``adapters/`` made ours (its
 adapter class found without running it, ``from cap_evolve import …`` rewritten to
-``pytest_capevolve``, lines with no counterpart listed); the capability folder; with ``--run``,
-the run's frozen splits and a new run holding its candidates, rollouts, best and — when its test
-seal was burned — a burned seal, so the test split is not looked at twice. Pays no rollout;
-imports nothing of pytest."""
+``pytest_capevolve``, lines with no counterpart listed); the capability folder. A cap-evolve run's
+rollouts and decisions are not carried over: our record keeper did not record them and its gate
+decided them; the imported project starts with a baseline here. Pays no rollout; imports nothing
+of pytest."""
 
 from __future__ import annotations
 
@@ -20,14 +19,10 @@ from typing import Any
 
 import yaml
 
-from ..._project.candidate import SEED_TAG
 from ..._project.cap_evolve_keys import translate
 from ..._project.spec import SPEC_FILENAME, SpecError, load_spec
 from ..._project.yamlfile import YamlError, read_yaml
-from ..._store.files import RunDirError, atomic_write_json
 from ...exitcodes import Refusal
-from .run_import import SPLITS_FILE, import_run
-from .run_reader import CapEvolveRun, read_run
 
 OUR_NAMES = frozenset({"CapabilityAdapter", "Rollout", "Score", "Task"})
 _IMPORT = re.compile(r"^(\s*)from\s+cap_evolve(?:\.(?:types|adapter))?\s+import\s+(.+?)\s*$")
@@ -48,9 +43,9 @@ def locate_spec(src: Path) -> Path:
     )
 
 
-def import_cap_evolve(src: Path, dest: Path, run_dir: Path | None = None) -> dict[str, Any]:
-    """Write the project (and, with ``run_dir``, the run) into ``dest``, refused before any write
-    when something is missing or taken; a failure halfway removes what it created."""
+def import_cap_evolve(src: Path, dest: Path) -> dict[str, Any]:
+    """Write the project into ``dest``, refused before any write when something is missing or
+    taken; a failure halfway removes what it created."""
     spec_path = locate_spec(src)
     project = spec_path.parent
     translation = translate(_read_spec(spec_path))
@@ -59,17 +54,11 @@ def import_cap_evolve(src: Path, dest: Path, run_dir: Path | None = None) -> dic
     if not (adapter_dir / "adapter.py").is_file():
         raise Refusal(f"{adapter_dir / 'adapter.py'} is missing: cap-evolve's adapter lives there")
     adapter_class, adapter_note = adapter_class_of(adapter_dir / "adapter.py")
-    try:
-        run = read_run(run_dir) if run_dir is not None else None
-    except RunDirError as exc:
-        raise Refusal(str(exc)) from None
 
     dest = dest.expanduser().resolve()
-    capability_src, capability_dest = _capability(project, spec_keys, run)
+    capability_src, capability_dest = _capability(project, spec_keys)
     splits_dest: Path | None = None
-    if run is not None:
-        splits_dest = Path(SPLITS_FILE)
-    elif spec_keys.get("split_ids_file"):
+    if spec_keys.get("split_ids_file"):
         splits_dest = Path(Path(str(spec_keys["split_ids_file"])).name)
     writes = [Path(SPEC_FILENAME), Path("adapters"), capability_dest, *filter(None, [splits_dest])]
     taken = [str(dest / p) for p in writes if (dest / p).exists()]
@@ -85,7 +74,9 @@ def import_cap_evolve(src: Path, dest: Path, run_dir: Path | None = None) -> dic
         shutil.copytree(capability_src, dest / capability_dest, ignore=shutil.ignore_patterns("__pycache__"))
         spec_keys["capability_path"] = capability_dest.as_posix()
         spec_keys["adapter"] = f"adapters/adapter.py:{adapter_class}"
-        _write_splits(project, dest, splits_dest, spec_keys, translation.notes, run)
+        if splits_dest is not None:  # a copy of the project's split_ids_file, named in the spec
+            shutil.copy2(project / str(spec_keys["split_ids_file"]), dest / splits_dest)
+            spec_keys["split_ids_file"] = splits_dest.as_posix()
         # cap-evolve's trial k runs with seed split_seed + k: the same seeds keep trials paired here
         base_seed = spec_keys.setdefault("base_seed", int(spec_keys.get("split_seed") or 0))
         translation.notes["base_seed"] = f"{base_seed}: cap-evolve's trial k runs with seed split_seed + k"
@@ -93,7 +84,7 @@ def import_cap_evolve(src: Path, dest: Path, run_dir: Path | None = None) -> dic
             _spec_text(spec_path, spec_keys, translation.notes), encoding="utf-8"
         )
         try:
-            spec = load_spec(dest)
+            load_spec(dest)
         except SpecError as exc:
             raise Refusal(f"the imported spec is not valid here: {exc}") from None
 
@@ -104,12 +95,11 @@ def import_cap_evolve(src: Path, dest: Path, run_dir: Path | None = None) -> dic
             "keys": translation.notes,
             "unknown_keys": translation.unknown,
             "adapter": adapter_report,
-            "run": None if run is None else import_run(run, spec),
         }
     except BaseException:
         _remove(created)  # an import that fails leaves DEST as it found it
         raise
-    report["next"] = _next_steps(report, dest)
+    report["next"] = [f"capevolve check {dest}", f"pytest --capevolve-run {dest}"]
     return report
 
 
@@ -124,39 +114,16 @@ def _read_spec(spec_path: Path) -> dict[str, Any]:
     return raw
 
 
-def _capability(project: Path, spec_keys: dict[str, Any], run: CapEvolveRun | None) -> tuple[Path, Path]:
-    """Where the capability folder is copied from (with a run, its seed snapshot) and to (in DEST)."""
+def _capability(project: Path, spec_keys: dict[str, Any]) -> tuple[Path, Path]:
+    """Where the capability folder is copied from and to (in DEST)."""
     capability = Path(str(spec_keys.get("capability_path") or "seed_capability"))
     capability_dest = (
         Path(capability.name) if capability.is_absolute() or ".." in capability.parts else capability
     )
     capability_src = project / capability
-    if run is not None and SEED_TAG in run.snapshots:
-        capability_src = run.snapshots[SEED_TAG]  # the bytes the run measured as its seed
     if not capability_src.is_dir():
         raise Refusal(f"capability folder {capability_src} is missing (cap-evolve key capability_path)")
     return capability_src, capability_dest
-
-
-def _write_splits(
-    project: Path,
-    dest: Path,
-    splits_dest: Path | None,
-    spec_keys: dict[str, Any],
-    notes: dict[str, str],
-    run: CapEvolveRun | None,
-) -> None:
-    """The split ids: the run's frozen splits (with its split seed), else a copy of the
-    project's ``split_ids_file``; ``spec_keys`` then names the file written."""
-    if run is not None:
-        assert splits_dest is not None
-        atomic_write_json(dest / splits_dest, {k: run.splits[k] for k in ("train", "val", "test")})
-        spec_keys["split_ids_file"] = splits_dest.as_posix()
-        notes["split_ids_file"] = f"the run's frozen splits, written to {splits_dest}"
-        spec_keys["base_seed"] = run.split_seed
-    elif splits_dest is not None:
-        shutil.copy2(project / str(spec_keys["split_ids_file"]), dest / splits_dest)
-        spec_keys["split_ids_file"] = splits_dest.as_posix()
 
 
 def _remove(created: list[Path]) -> None:
@@ -165,16 +132,6 @@ def _remove(created: list[Path]) -> None:
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
-
-
-def _next_steps(report: dict[str, Any], dest: Path) -> list[str]:
-    """What to run next: gate a few imported candidates, or check and evaluate the project."""
-    if report["run"] is not None:
-        tags = [t for t in report["run"]["tags"] if t != report["run"]["best"]]
-        return [f"cd {dest} && capevolve gate {tag}" for tag in tags[:3]] + [
-            f"cd {dest} && capevolve measure"
-        ]
-    return [f"capevolve check {dest}", f"pytest --capevolve-run {dest}"]
 
 
 def _spec_text(source: Path, keys: dict[str, Any], notes: dict[str, str]) -> str:
@@ -201,12 +158,6 @@ def render(report: dict[str, Any]) -> list[str]:
     if adapter["class_note"]:
         lines.append(f"  note: {adapter['class_note']}")
     lines += [f"  by hand: {item}" for item in adapter["by_hand"]]
-    run = report["run"]
-    if run is not None:
-        total = sum(run["rollouts"].values())
-        lines.append(f"run {run['run_id']}: {total} rollouts, best {run['best']!r}; test {run['test']}")
-        lines += [f"  skipped {tag}: {why}" for tag, why in run["skipped"].items()]
-        lines += [f"  unreadable: {item}" for item in run["unreadable"]]
     lines += [f"next: {command}" for command in report["next"]]
     return lines
 

@@ -183,9 +183,8 @@ def decided_level(recorded: dict[str, Any] | None) -> DecidedLevel | None:
     if not recorded or recorded.get("mode") != "exact":
         return None
     family = (recorded.get("details") or {}).get("family") or {}
-    if family.get("level_exact") or isinstance(family.get("level"), float):
-        exact = family.get("level_exact")
-        alpha = Fraction(str(exact)) if exact else _exact(family["level"])
+    if family.get("level_exact"):
+        alpha = Fraction(str(family["level_exact"]))
         method = {"holm": "Holm", "bh": "Benjamini-Hochberg"}.get(str(family.get("method")), "each")
         how = f"{method} over {family.get('siblings')} siblings"
         return DecidedLevel(alpha, f"α = {float(alpha):.4g}, {how}")
@@ -196,7 +195,7 @@ def decided_level(recorded: dict[str, Any] | None) -> DecidedLevel | None:
 
 
 def _exact(level: float) -> Fraction:
-    """A level recorded only as a float (older verdicts), as the simplest fraction that is that float."""
+    """The α a verdict records as a float, as the simplest fraction that is that float."""
     simple = Fraction(level).limit_denominator(10**9)
     return simple if float(simple) == level else Fraction(level)
 

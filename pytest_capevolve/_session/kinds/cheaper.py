@@ -1,5 +1,5 @@
 """The kinds that buy cheaper evidence than a gate on full val (controller only): the subset screen
-(``--capevolve-screen TIER`` / ``--capevolve-screen-ids a,b,c``: the candidate on a subset of val, killed
+(``--capevolve-screen TIER``: the candidate on a subset of val, killed
 early or promoted to a gate, :mod:`..subset_screen`) and grow (``--capevolve-grow TAG``: more trials for an
 undecided candidate, judged again at the next look of its α schedule, :mod:`..grow`)."""
 
@@ -31,7 +31,7 @@ class ScreenKind:
         option = config.option
         candidate = candidate_requests(config, spec)[0]
         commit = commit_mode(config)
-        request = ScreenRequest(option.capevolve_screen, tuple(option.capevolve_screen_ids or ()))
+        request = ScreenRequest(option.capevolve_screen)
         planned, rundir, screens, persistence = plan_locked(
             config,
             spec,

@@ -31,15 +31,13 @@ def commit_mode(config: pytest.Config) -> str:
 
 def cheaper_evidence(config: pytest.Config, split: str) -> str | None:
     option = config.option
-    screen = option.capevolve_screen is not None or option.capevolve_screen_ids is not None
+    screen = option.capevolve_screen is not None
     if not screen and not option.capevolve_grow:
         return None
     kind = "grow" if option.capevolve_grow else "screen"
     flag = f"--capevolve-{kind}"
     if screen and option.capevolve_grow:
         raise pytest.UsageError("--capevolve-screen and --capevolve-grow are separate sessions; run one")
-    if option.capevolve_screen is not None and option.capevolve_screen_ids is not None:
-        raise pytest.UsageError("give --capevolve-screen TIER or --capevolve-screen-ids a,b,c, not both")
     if len(option.capevolve_candidate) != 1:
         raise pytest.UsageError(f"{flag} takes exactly one --capevolve-candidate")
     for name in ("gate", "rerun", "block"):

@@ -1,5 +1,5 @@
 """``dashboard.html``: a run drawn on one self-contained page (best so far, heatmap, verdicts'
-forest plot, spend, lineage, per-task drill-down).
+forest plot, per-task drill-down).
 
 :mod:`.model` reads the run dir once into numbers, :mod:`.plots` draws them as inline SVG,
 :mod:`.page` puts the page together."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import json
-from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -25,70 +24,27 @@ from ..._store.rundir import RunDir
 from ..measure import Measurement, confinement_of, delta_lines, table_rows
 
 GATE_SPLIT = "val"
-MAX_SPEND_POINTS = 400  # a polyline past this many points draws nothing more a reader can see
-
-
-@dataclass(frozen=True)
-class SpendPoint:
-    seconds: float  # since the run's first event
-    rollouts: int
-    usd: float
 
 
 @dataclass
 class Log:
     """What the page reads of ``events.jsonl``, folded line by line as it is read (once per page):
     60,000 rollouts held as events would outweigh everything else the page needs, so each leaves
-    a count, its val tag's first place and three numbers in arrays (the spend series)."""
+    a count and its val tag's first place."""
 
     events: list[dict[str, Any]] = field(default_factory=list)  # every event but the rollouts
     numbers: list[int] = field(default_factory=list)  # each kept event's place in the log
     count: int = 0  # events read, rollouts included
     first_val_rollout: dict[str, int] = field(default_factory=dict)  # tag → place of its first
-    start: float | None = None  # the first event's ts
-    seconds: array = field(default_factory=lambda: array("d"))  # the spend series, unthinned
-    rollouts: array = field(default_factory=lambda: array("q"))
-    usd: array = field(default_factory=lambda: array("d"))
-    _spent: tuple[int, float] = (0, 0.0)
 
     def add(self, event: dict[str, Any]) -> None:
         number = self.count
         self.count += 1
-        if self.start is None:
-            self.start = float(event.get("ts", 0.0))
-        kind = event.get("kind")
-        rollouts, usd = self._spent
-        if kind == ROLLOUT:
-            if event.get("split") == GATE_SPLIT:
-                self.first_val_rollout.setdefault(str(event.get("tag")), number)
-            rollouts, usd = rollouts + 1, usd + float(event.get("cost_usd") or 0.0)
-        else:
+        if event.get("kind") != ROLLOUT:
             self.events.append(event)
             self.numbers.append(number)
-            if kind != DECISION:
-                return
-            usd += float(event.get("optimizer_usd") or 0.0)
-        self._spent = rollouts, usd
-        self.seconds.append(max(0.0, float(event.get("ts", self.start)) - self.start))
-        self.rollouts.append(rollouts)
-        self.usd.append(usd)
-
-    def spend(self, max_points: int = MAX_SPEND_POINTS) -> list[SpendPoint]:
-        """Cumulative rollouts paid and $ (runner + optimizer) over wall-clock time since the
-        run's first event; thinned to ``max_points``, always keeping the last point."""
-        if self.start is None:
-            return []
-        total = len(self.seconds) + 1  # the origin, then a point per rollout and decision
-
-        def point(i: int) -> SpendPoint:
-            if i == 0:
-                return SpendPoint(0.0, 0, 0.0)
-            return SpendPoint(self.seconds[i - 1], self.rollouts[i - 1], self.usd[i - 1])
-
-        if total <= max_points:
-            return [point(i) for i in range(total)]
-        step = total / (max_points - 1)
-        return [point(int(i * step)) for i in range(max_points - 1)] + [point(total - 1)]
+        elif event.get("split") == GATE_SPLIT:
+            self.first_val_rollout.setdefault(str(event.get("tag")), number)
 
 
 def read_log(rundir: RunDir) -> Log:
@@ -154,7 +110,7 @@ class Column:
 
 @dataclass(frozen=True)
 class BestPoint:
-    """The best after ``iteration`` decisions, with its val mean and 95% bootstrap CI over tasks;
+    """The best after ``iteration`` decisions, with its val mean and 95% t interval over tasks;
     ``candidate`` is what that decision was about (None at iteration 0, the seed)."""
 
     iteration: int
@@ -202,9 +158,8 @@ class Dashboard:
     best_so_far: list[BestPoint]
     verdicts: list[VerdictRow]
     null_band: float | None  # the largest |Δ̄| of the null controls: the gate's noise floor
-    spend: list[SpendPoint]
-    ceilings: dict[str, float | None]  # max_metric_calls, max_usd
     decisions: list[Decision]
+    best_label: str | None = None  # a forced or re-gated best says so beside its name
     table: list[tuple[str, ...]] = field(default_factory=list)  # measure's honest table
     labels: list[str] = field(default_factory=list)
     # measure's paired best − seed lines (val; test once sealed): the held-out gain, at the top
@@ -247,15 +202,18 @@ def collect(
     tags = sorted(val, key=lambda tag: (tag != SEED_TAG, log.first_val_rollout.get(tag, log.count), tag))
     matrices = {tag: reward_matrix(val.get(tag, {}), task_ids, num_trials) for tag in tags}
     decisions = [_decision(e) for e in events if e.get("kind") == DECISION]
+    best = str(state.get("best_id", SEED_TAG))
+    accepts = (e for e in reversed(events) if e.get("kind") == DECISION and e.get("decision") == "accept")
+    best_label = next((_label(e) for e in accepts if e.get("tag") == best), None)
     rows = _verdict_rows(rundir.verdicts.verdicts(), log)
     verdicts = _booked(rows + _screen_kill_rows(log, {row.tag for row in rows}), log)
     nulls = [abs(v.delta_mean) for v in verdicts if v.null_control and v.delta_mean is not None]
-    budget = state.get("budget") or {}
     said = measurement.confinement if measurement is not None else confinement_of(rundir, events)
     trial_counts = {tag: max((k for _, k in arm), default=-1) + 1 for tag, arm in val.items()}
     dash = Dashboard(
         run_id=rundir.run_id,
-        best=str(state.get("best_id", SEED_TAG)),
+        best=best,
+        best_label=best_label,
         num_trials=num_trials,
         task_ids=task_ids,
         tags=tags,
@@ -263,8 +221,6 @@ def collect(
         best_so_far=best_so_far(decisions, matrices),
         verdicts=verdicts,
         null_band=max(nulls) if nulls else None,
-        spend=log.spend(),
-        ceilings={key: _number(budget.get(key)) for key in ("max_metric_calls", "max_usd")},
         decisions=decisions,
         table=table_rows(measurement) if measurement is not None else [],
         labels=[
@@ -346,25 +302,23 @@ def _mean(matrix: np.ndarray | None) -> float | None:
     return None if matrix is None else stats.mean_se(stats.task_means(matrix))[0]
 
 
-def _mean_ci(matrix: np.ndarray | None, seed: int) -> tuple[float | None, tuple[float, float] | None]:
+def _mean_ci(matrix: np.ndarray | None) -> tuple[float | None, tuple[float, float] | None]:
     if matrix is None:
         return None, None
     means = stats.task_means(matrix)
     means = means[~np.isnan(means)]
     if means.size == 0:
         return None, None
-    return float(np.mean(means)), stats.mean_ci(means, seed=seed)
+    return float(np.mean(means)), stats.t_ci(means)
 
 
-def best_so_far(
-    decisions: list[Decision], matrices: dict[str, np.ndarray], *, seed: int = 0
-) -> list[BestPoint]:
+def best_so_far(decisions: list[Decision], matrices: dict[str, np.ndarray]) -> list[BestPoint]:
     """Iteration 0 is the seed; each booked decision is one iteration, and an accept moves the
-    best. The bootstrap's fixed ``seed`` keeps the page identical when it is rebuilt."""
+    best."""
 
     @functools.cache
     def numbers(tag: str) -> tuple[float | None, tuple[float, float] | None]:
-        return _mean_ci(matrices.get(tag), seed)
+        return _mean_ci(matrices.get(tag))
 
     best = SEED_TAG
     points = [BestPoint(0, best, *numbers(best))]

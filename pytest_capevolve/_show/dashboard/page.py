@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 
 from ..numbers import interval, num
 from .model import DETAIL_LIMIT, Dashboard, Trial
-from .plots import best_so_far_plot, esc, forest_plot, heatmap_parts, lineage_plot, shout, spend_plot
+from .plots import best_so_far_plot, esc, forest_plot, heatmap_parts, shout
 
 OUTPUT_CHARS = 240  # model output is shown cut: the rollout file holds all of it
 PLAIN_ROWS = 1024  # drill-down rows without detail kept drawn (a few shapes each; bounded all the same)
@@ -44,9 +44,6 @@ circle.decision-seed{fill:#1f5fa8}
 .forest-row.decision-reject .delta{fill:#d73027}.forest-row.null .delta{fill:#7d8a9c}
 .forest-row .ci{stroke:#555}text.decision{font-weight:600}
 text.decision.accept{fill:#1a9850}text.decision.reject{fill:#d73027}
-.spend-line{fill:none;stroke:#1f5fa8;stroke-width:2}
-.ceiling{stroke:#d73027;stroke-dasharray:6 4;stroke-width:1.5}.ceiling-label{fill:#d73027}
-.lineage-edge{fill:none;stroke:#aaa;stroke-width:1.5}.node-caption{fill:#555}
 details{border:1px solid #e3e3e3;margin:3px 0;padding:2px 8px}
 details[open]{background:#fafafa}summary{cursor:pointer;font-size:13px}
 td.feedback,td.output{white-space:pre-wrap;word-break:break-word;max-width:520px}
@@ -86,7 +83,7 @@ def render_parts(dash: Dashboard) -> Iterator[str]:
     yield _header(dash) + "\n"
     yield from _section(
         "Best so far on val",
-        "The best's val mean after each booked decision, with its 95% bootstrap CI over tasks "
+        "The best's val mean after each booked decision, with its 95% t interval over tasks "
         "(an accept moves the best). Dots: each decided candidate's own val mean, coloured by "
         "its decision (green accept, red reject, amber other).",
         [best_so_far_plot(dash.best_so_far)],
@@ -106,17 +103,6 @@ def render_parts(dash: Dashboard) -> Iterator[str]:
         heatmap_parts(dash),
     )
     yield from _section(
-        "Spend over time",
-        "Rollouts paid and dollars spent since the run began, against the spec's ceilings (dashed).",
-        [spend_plot(dash)],
-    )
-    yield from _section(
-        "Lineage",
-        "Every booked decision in the order booked: parent → candidate, decision and basis. "
-        "The left column is the chain of bests.",
-        [lineage_plot(dash)],
-    )
-    yield from _section(
         "Per-task drill-down (val)",
         f"Every val rollout by task with its reward; feedback and output for the first "
         f"{DETAIL_LIMIT} that scored below 1 (each rollout's file in rollouts/val/ holds all of it).",
@@ -134,7 +120,8 @@ def _section(heading: str, caption: str, body: Iterable[str]) -> Iterator[str]:
 def _header(dash: Dashboard) -> str:
     out = [
         f"<header><h1>capevolve — run {esc(dash.run_id)}</h1>",
-        f"<p>best <b>{esc(dash.best)}</b> · {len(dash.task_ids)} val tasks × {dash.num_trials} trials · "
+        f"<p>best <b>{esc(dash.best)}</b>{f' ({esc(dash.best_label)})' if dash.best_label else ''} · "
+        f"{len(dash.task_ids)} val tasks × {dash.num_trials} trials · "
         f"{len(dash.tags)} tag(s) evaluated on val · {len(dash.verdicts)} verdict(s) · "
         f"{len(dash.decisions)} decision(s)</p>",
     ]

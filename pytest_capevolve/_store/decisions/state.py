@@ -20,7 +20,6 @@ from ..._project.candidate import SEED_TAG
 from ..files import RunDirError, atomic_write_json, read_json
 from ..log.event_kinds import (
     BEST_CHANGED,
-    CAP_EVOLVE_IMPORTED,
     DECISION,
     OUTCOMES_CHECKED,
     ROLLOUT,
@@ -177,7 +176,7 @@ class RunState:
     def logged_best(self) -> str:
         best = SEED_TAG
         rule = BestRule()
-        for event in self.log.of_kinds(DECISION, BEST_CHANGED, CAP_EVOLVE_IMPORTED):
+        for event in self.log.of_kinds(DECISION, BEST_CHANGED):
             if not rule.see(event):
                 continue
             if event.get("kind") == BEST_CHANGED:

@@ -14,9 +14,8 @@ from array import array
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ..._decide.basis import Basis
 from ..._project.candidate import SEED_TAG
-from ..log.event_kinds import BEST_CHANGED, CAP_EVOLVE_IMPORTED, DECISION, ROLLOUT
+from ..log.event_kinds import BEST_CHANGED, DECISION, ROLLOUT
 
 OPTIMIZER_SPEND = ("optimizer_usd", "optimizer_tokens", "optimizer_seconds")
 FORCED_LABEL = "forced: accepted against the gate"
@@ -48,12 +47,11 @@ class BestRule:
     """When the log may move the best: the one rule, read by the state fold and ``verify``.
 
     A forged ``best_changed`` once made a rejected tag the best, so it is honoured only when the log
-    already explains it (a booked accept of that tag, or an import naming it); any other moves
+    already explains it (a booked accept of that tag); any other moves
     nothing and the run is refused naming it."""
 
     def __init__(self) -> None:
         self.accepted: set[str] = set()
-        self.imported: set[str] = set()
         self.unjustified: list[str] = []  # one line per best_changed nothing explains
         self.best = "seed"  # as the honoured events leave it
 
@@ -63,15 +61,11 @@ class BestRule:
         if kind == DECISION and event.get("decision") == "accept":
             self.accepted.add(str(event.get("tag")))
             self.best = str(event.get("tag"))
-        elif kind == CAP_EVOLVE_IMPORTED and event.get("best_id") is not None:
-            self.imported.add(str(event["best_id"]))
         elif kind == BEST_CHANGED:
             best = str(event.get("best_id"))
             if best == self.best:  # moves nothing (a log that repeats the best it has)
                 return True
-            if best in self.accepted or (
-                event.get("basis") == Basis.CAP_EVOLVE_IMPORT and best in self.imported
-            ):
+            if best in self.accepted:
                 self.best = best
                 return True
             self.unjustified.append(
@@ -131,7 +125,6 @@ class StateTally:
         rule = tally.best_rule
         rule.best = str(held["best_id"])
         rule.accepted = {str(t) for t in held.get("accepted") or () if isinstance(t, str)}
-        rule.imported = {str(t) for t in held.get("imported") or () if isinstance(t, str)}
         return tally
 
     def held(self) -> dict[str, Any]:
@@ -142,7 +135,6 @@ class StateTally:
             "usd": self._spend[-1] if calls else self._base[1],
             "stall_logged": self.stall_logged,
             "accepted": sorted(self.best_rule.accepted),
-            "imported": sorted(self.best_rule.imported),
         }
 
     def fold_all(self, events: list[dict[str, Any]]) -> None:
@@ -163,9 +155,9 @@ class StateTally:
             self.fold_all([event])
             return None
         seq = int(event.get("seq", 0))
-        if kind not in (DECISION, BEST_CHANGED, "stalled", CAP_EVOLVE_IMPORTED):
+        if kind not in (DECISION, BEST_CHANGED, "stalled"):
             return None
-        if not self.best_rule.see(event) or kind == CAP_EVOLVE_IMPORTED:
+        if not self.best_rule.see(event):
             return None
         counters = dict(self._counters[-1])
         if kind == DECISION:

@@ -170,15 +170,6 @@ class TaskEval(TypedDict):
     file: str
 
 
-class CapEvolveImported(TypedDict):
-    source: str
-    best_id: str | None
-    rollouts: int
-    skipped: int
-    cap_evolve_spent: Any
-    cap_evolve_budget: Any
-
-
 class LedgerNumbers(TypedDict):
     delta_mean: float | None
     p_value: float | None
@@ -271,7 +262,6 @@ HILL_CLIMB_ITERATION = Kind("hill_climb_iteration", Iteration, "A hill-climb rou
 HILL_CLIMB_STOPPED = Kind("hill_climb_stopped", HillClimbStopped, "The hill-climb stopped, and why.")
 TASK_EVAL = Kind("task_eval", TaskEval, "A ``capevolve task-eval`` answer, filed under the run.")
 MECHANISM = Kind("mechanism", Mechanism, "A failure mechanism listed (or joined) in MECHANISMS.md.")
-CAP_EVOLVE_IMPORTED = Kind("cap_evolve_imported", CapEvolveImported, "A cap-evolve run imported.")
 TEST_OPENED = Kind("test_opened", SealOpened, "The test seal opened, before any test rollout.")
 TEST_SCORED = Kind("test_scored", SealScored, "The finalize scored the best on the test split.")
 
