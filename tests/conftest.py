@@ -49,6 +49,12 @@ XDIST_MODES = [pytest.param([], id="no-xdist"), pytest.param(["-n", "2"], id="xd
 
 Example = Callable[..., Path]
 
+# What every session a test starts leaves out: anyio's pytest plugin (installed here by the
+# openai and inspect extras, read by no test's session) imports anyio in each new process — an
+# inner xdist worker, a session in a child — ~0.1 CPU-s each. Blocking it is not a load (the
+# harness lock reads `-p NAME` loads only).
+LEAN = ["-p", "no:anyio"]
+
 
 # The order secret a run makes at its start is random; a test's runs get this fixed one instead,
 # as they get a fixed base_seed, so a sequential gate sees val in the same orders every time the
@@ -271,9 +277,12 @@ class Capevolve:
         tags: Sequence[str] = (),
         finalize: bool = False,
         extra: Sequence[str] = (),
+        cache: bool = False,
     ) -> list[str]:
         """The command line: a candidate given as a ``str`` is a folder under the project's
-        ``candidates/``, a ``Path`` is used as it is; ``tags`` pair with candidates in order."""
+        ``candidates/``, a ``Path`` is used as it is; ``tags`` pair with candidates in order.
+        ``-p no:cacheprovider`` unless ``cache`` (a test of ``--lf`` or stepwise needs it), and
+        always ``-p no:anyio`` (:data:`LEAN`)."""
         args = ["--capevolve-finalize" if finalize else "--capevolve-run", str(project)]
         for candidate in candidates:
             folder = candidate if isinstance(candidate, Path) else project / "candidates" / candidate
@@ -282,7 +291,7 @@ class Capevolve:
             args += ["--capevolve-tag", tag]
         if gate:
             args.append("--capevolve-gate")
-        return [*args, "-p", "no:cacheprovider", *extra]
+        return [*args, *LEAN, *([] if cache else ["-p", "no:cacheprovider"]), *extra]
 
     def __call__(
         self,
