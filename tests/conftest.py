@@ -72,6 +72,22 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: absent under -p no:xdist
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """The suite's own workers (``pytest -n 2``, the README's command) share the tests by work
+    stealing instead of xdist's ``load``: ``load`` refills a worker with up to a quarter of what
+    is left, so one worker took ~150 of the last e2e tests (minutes of sessions) while the other
+    ran the unit tests' ~1,000 in seconds and then stood idle. A worker that runs dry takes half of
+    the other's queue. Controller only, for this suite's session alone (a session a test starts
+    is configured from its own folder, which this file is not in); ``--dist`` other than ``load``
+    is left as asked."""
+    if config.getoption("dist", None) != "load":
+        return None
+    from xdist.scheduler import WorkStealingScheduling
+
+    return WorkStealingScheduling(config, log)
+
+
 @pytest.fixture(autouse=True)
 def _boundary_on_unless_marked(request: pytest.FixtureRequest) -> Iterator[None]:
     """Sandbox children run confined, as a user's do (where the kernel offers Landlock), except
