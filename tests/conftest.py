@@ -49,6 +49,12 @@ XDIST_MODES = [pytest.param([], id="no-xdist"), pytest.param(["-n", "2"], id="xd
 
 Example = Callable[..., Path]
 
+# What every session a test starts leaves out: anyio's pytest plugin (installed here by the
+# openai and inspect extras, read by no test's session) imports anyio in each new process — an
+# inner xdist worker, a session in a child — ~0.1 CPU-s each. Blocking it is not a load (the
+# harness lock reads `-p NAME` loads only).
+LEAN = ["-p", "no:anyio"]
+
 
 # The order secret a run makes at its start is random; a test's runs get this fixed one instead,
 # as they get a fixed base_seed, so a sequential gate sees val in the same orders every time the
@@ -64,6 +70,22 @@ FIXED_ORDER_SECRET = bytes(range(32))
 # so children of this process (xdist workers, pytester subprocesses) start with it delivered.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: absent under -p no:xdist
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """The suite's own workers (``pytest -n 2``, the README's command) share the tests by work
+    stealing instead of xdist's ``load``: ``load`` refills a worker with up to a quarter of what
+    is left, so one worker took ~150 of the last e2e tests (minutes of sessions) while the other
+    ran the unit tests' ~1,000 in seconds and then stood idle. A worker that runs dry takes half of
+    the other's queue. Controller only, for this suite's session alone (a session a test starts
+    is configured from its own folder, which this file is not in); ``--dist`` other than ``load``
+    is left as asked."""
+    if config.getoption("dist", None) != "load":
+        return None
+    from xdist.scheduler import WorkStealingScheduling
+
+    return WorkStealingScheduling(config, log)
 
 
 @pytest.fixture(autouse=True)
@@ -271,9 +293,12 @@ class Capevolve:
         tags: Sequence[str] = (),
         finalize: bool = False,
         extra: Sequence[str] = (),
+        cache: bool = False,
     ) -> list[str]:
         """The command line: a candidate given as a ``str`` is a folder under the project's
-        ``candidates/``, a ``Path`` is used as it is; ``tags`` pair with candidates in order."""
+        ``candidates/``, a ``Path`` is used as it is; ``tags`` pair with candidates in order.
+        ``-p no:cacheprovider`` unless ``cache`` (a test of ``--lf`` or stepwise needs it), and
+        always ``-p no:anyio`` (:data:`LEAN`)."""
         args = ["--capevolve-finalize" if finalize else "--capevolve-run", str(project)]
         for candidate in candidates:
             folder = candidate if isinstance(candidate, Path) else project / "candidates" / candidate
@@ -282,7 +307,7 @@ class Capevolve:
             args += ["--capevolve-tag", tag]
         if gate:
             args.append("--capevolve-gate")
-        return [*args, "-p", "no:cacheprovider", *extra]
+        return [*args, *LEAN, *([] if cache else ["-p", "no:cacheprovider"]), *extra]
 
     def __call__(
         self,

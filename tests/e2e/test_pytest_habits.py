@@ -128,7 +128,7 @@ def test_last_failed_says_failed_rollouts_are_never_redrawn_and_what_to_use(
     example, capevolve, pytester
 ) -> None:
     project = example("toy_calc")
-    args = [a for a in capevolve.args(project, "careful") if a not in ("-p", "no:cacheprovider")]
+    args = capevolve.args(project, "careful", cache=True)
     assert pytester.runpytest(*args).ret == 0
     for flag in ("--lf", "--ff"):
         result = pytester.runpytest(*args, flag)
@@ -194,7 +194,7 @@ def test_last_failed_without_capevolve_says_the_failures_are_rollouts_and_what_t
     from cli_calls import run
 
     project = example("toy_calc")
-    args = [a for a in capevolve.args(project, "careful") if a not in ("-p", "no:cacheprovider")]
+    args = capevolve.args(project, "careful", cache=True)
     assert pytester.runpytest(*args).ret == 0
 
     for flag in ("--lf", "--ff"):

@@ -241,7 +241,7 @@ def test_a_stepwise_session_sends_nothing_ahead_it_will_not_record(
     log = pytester.path / "observed" / "calls.log"
     monkeypatch.setenv("CALLS_LOG", str(log))
     # stepwise needs the cache plugin, which the fixture turns off
-    args = [a for a in capevolve.args(project) if a not in ("-p", "no:cacheprovider")]
+    args = capevolve.args(project, cache=True)
     result = pytester.runpytest(*args, flag)
     records = projects.rollout_records(project)
     assert 0 < len(records) < 12, result.stdout.str()
