@@ -13,6 +13,7 @@ from typing import Any
 
 from ..._project.splits import TEST_SPLIT
 from ..decisions.state_tally import BestRule
+from ..files import read_plain_bytes
 from ..log.event_chain import verified_events
 from ..log.event_kinds import ROLLOUT
 from ..log.log_views import check_views
@@ -212,7 +213,7 @@ def _quarantine_tampered(
                 continue
             path = rundir.root / rel
             try:
-                now = hashlib.sha256(path.read_bytes()).hexdigest()
+                now = hashlib.sha256(read_plain_bytes(path)).hexdigest()
             except OSError:
                 continue
             if digest is not None and now != digest:
