@@ -175,3 +175,37 @@ def test_what_is_planted_just_before_a_payment_is_replaced_by_it(tmp_path: Path,
     assert not path.is_symlink() and path.read_text() == honest.dumps() + "\n"
     assert outside.read_text() == "outside\n"
     assert [p for p in audit(RunDir(run.root)) if "task-1" in p] == []
+
+
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "`capevolve verify --repair` run while a session pays a rollout again (a redraw after an infra "
+        "error): the file the session wrote between verify's read of the log and its scan of the files "
+        "was quarantined as edited, so an honest rollout was owed and paid again"
+    ),
+    outcome=(
+        "prevented: under the lock, a file is quarantined only if its bytes are not what the log "
+        "records now; one a session recorded since stays, and verify names nothing"
+    ),
+)
+def test_verify_repair_racing_a_redraw_leaves_the_recorded_file(
+    tmp_path: Path, val_rollout, monkeypatch
+) -> None:
+    from pytest_capevolve._store.readers import audit as verify
+
+    run = RunDir(tmp_path / "run")
+    run.rollouts.record_rollout(val_rollout("seed", "task-0", 0, None, infra="API down"))
+    run.flush()
+    scan = verify.scan_rollouts
+
+    def paid_again_then_scanned(root: Path):
+        RunDir(root).rollouts.record_rollout(val_rollout("seed", "task-0", 0, 1.0))  # a session, meanwhile
+        return scan(root)
+
+    monkeypatch.setattr(verify, "scan_rollouts", paid_again_then_scanned)
+    assert verify.audit(RunDir(run.root), repair=True) == []
+    monkeypatch.setattr(verify, "scan_rollouts", scan)
+    assert not (run.root / "rollouts" / ".quarantine").exists()
+    assert _keys(RunDir(run.root)) == {("val", "task-0", "seed", 0): 1.0}
+    assert audit(RunDir(run.root)) == []
