@@ -14,6 +14,7 @@ import gc
 import itertools
 import json
 import os
+import stat as stat_mode
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -121,6 +122,27 @@ def write_new_text(path: Path, text: str) -> os.stat_result | None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         raise
+
+
+# a file read back from the run dir: never through a link planted under its name, never waiting
+# for a writer of a FIFO planted there (a regular file reads the same)
+READ_FLAGS = os.O_RDONLY | _NO_INHERIT | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+
+
+def read_plain_bytes(path: Path | str) -> bytes:
+    """The bytes of the regular file at ``path``; OSError for anything else there (a link, a FIFO, a
+    folder): what an unconfined shell planted at a rollout's name is refused, never followed or
+    waited on."""
+    fd = os.open(path, READ_FLAGS)
+    try:
+        if not stat_mode.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 WRITE_CHUNK = 1 << 20  # bytes gathered before each write of a page written in pieces

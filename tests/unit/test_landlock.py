@@ -139,3 +139,107 @@ def test_a_boundary_that_would_grant_a_hidden_folder_is_refused_before_anything_
 
     with pytest.raises(ValueError, match="hidden"):
         confine(Boundary(writable=(tmp_path,), hidden=(hidden,)))
+
+
+# a process candidate code forked, which left its sandbox child's process group and session
+# (``setsid`` after a fork: beyond the group kill that ends a child) and acts during a later
+# rollout, another sandbox child's (the best's, a null control's)
+_ESCAPEE = """
+import json, os, signal, sys
+from pytest_capevolve._confine.landlock import Boundary, confine
+state = confine(Boundary.from_json(json.loads(sys.argv[1])))
+if os.fork():
+    os._exit(0)  # the child candidate code started ends: what it forked lives on
+os.setsid()  # out of the sandbox child's process group and session
+seen = {"confined": state.confined, "own_group": os.getpgrp() == os.getpid()}
+def attempt(name, action):
+    try:
+        action()
+        seen[name] = "ok"
+    except OSError as exc:
+        seen[name] = exc.strerror
+attempt("write_sibling_scratch", lambda: open(sys.argv[3] + "/answer.json", "w").write("{}"))
+attempt("signal_evaluator", lambda: os.kill(int(sys.argv[4]), 0))
+attempt("signal_sibling", lambda: os.kill(int(sys.argv[2]), signal.SIGKILL))
+print(json.dumps(seen), flush=True)
+"""
+
+# a sandbox child running a rollout: confined by a boundary of its own, waiting on its pipe
+_SIBLING = """
+import json, sys
+from pytest_capevolve._confine.landlock import Boundary, confine
+confine(Boundary.from_json(json.loads(sys.argv[1])))
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def _escape(tmp_path: Path, env: dict[str, str] | None = None) -> tuple[dict[str, object], subprocess.Popen]:
+    """What the escapee did to a sibling sandbox child (confined by its own boundary, with a scratch
+    of its own), and the sibling (the caller ends it)."""
+    _, hidden = _tree(tmp_path)
+    best, candidate = tmp_path / "scratch-best", tmp_path / "scratch-candidate"
+    best.mkdir()
+    candidate.mkdir()
+    env = {**os.environ, **(env or {})}
+    sibling = subprocess.Popen(
+        [sys.executable, "-c", _SIBLING, json.dumps(Boundary((best,), (hidden,)).as_json())],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
+    assert sibling.stdout is not None and sibling.stdout.readline() == b"ready\n"
+    boundary = json.dumps(Boundary((candidate,), (hidden,)).as_json())
+    escapee = subprocess.run(  # its output ends when the last of the two processes does
+        [sys.executable, "-c", _ESCAPEE, boundary, str(sibling.pid), str(best), str(os.getpid())],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        start_new_session=True,
+    )
+    return json.loads(escapee.stdout), sibling
+
+
+@pytest.mark.attack(
+    "kernel-boundary",
+    attack=(
+        "a process candidate code started that leaves its sandbox child's process group (`setsid` "
+        "after a fork, beyond the group kill that ends the child) and, during a later rollout of "
+        "another tag (the best's, a null control's), kills that rollout's sandbox child (charged to "
+        "that tag as its failure) or writes its scratch"
+    ),
+    outcome=(
+        "prevented: a new session leaves no Landlock domain; the sibling child is outside it (EPERM, "
+        "signals scoped) and so is its scratch (EACCES); the session too"
+    ),
+    unconfined=(
+        "**not held**: the kill lands and the best's rollout is booked as its failure, as killing the "
+        "session is (every view says unconfined)"
+    ),
+)
+@needs_landlock
+def test_a_process_that_left_its_childs_group_still_cannot_reach_a_sibling_child(tmp_path):
+    seen, sibling = _escape(tmp_path)
+    try:
+        assert seen["confined"] is True and seen["own_group"] is True
+        assert seen["signal_sibling"] == seen["signal_evaluator"] == os.strerror(1)  # EPERM
+        assert seen["write_sibling_scratch"] == os.strerror(13)  # EACCES
+        assert sibling.poll() is None  # never signalled: it still waits on its pipe
+        assert not (tmp_path / "scratch-best" / "answer.json").exists()
+    finally:
+        sibling.kill()
+        sibling.communicate()  # reaped, its pipes closed
+
+
+def test_unconfined_the_same_process_kills_a_sibling_child(tmp_path):
+    """What the boundary holds, shown by its absence (``CAPEVOLVE_LANDLOCK=off``)."""
+    seen, sibling = _escape(tmp_path, {"CAPEVOLVE_LANDLOCK": "off"})
+    try:
+        assert seen["confined"] is False
+        assert seen["signal_sibling"] == seen["write_sibling_scratch"] == "ok"
+        assert sibling.wait() == -9
+    finally:
+        sibling.kill()
+        sibling.communicate()  # reaped, its pipes closed

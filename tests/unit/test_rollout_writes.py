@@ -89,3 +89,127 @@ def test_a_file_judged_before_its_event_was_appended_is_not_quarantined(tmp_path
     assert read is not None and read.reward == 1.0
     assert path.exists() and not (run.root / "rollouts" / ".quarantine").exists()
     assert reader.notices == []
+
+
+_PLANTED = [
+    "a link to a file outside",
+    "a dangling link",
+    "a hard link",
+    "a FIFO",
+    "a folder",
+    "the right bytes",
+]
+
+
+def _plant(path: Path, kind: str, outside: Path, bytes_of_a_pass: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "a link to a file outside":
+        path.symlink_to(outside)
+    elif kind == "a dangling link":
+        path.symlink_to(outside.with_name("nowhere.json"))
+    elif kind == "a hard link":
+        os.link(outside, path)
+    elif kind == "a FIFO":
+        os.mkfifo(path)
+    elif kind == "a folder":
+        path.mkdir()
+    else:
+        path.write_text(bytes_of_a_pass)
+
+
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "unconfined: a link (to a file outside, or dangling), a hard link, a FIFO, a folder or a pass's "
+        "bytes with no event planted at a rollout's path before it is paid, a session or `verify` "
+        "reading the split in between (a FIFO hung every reader of the split, before)"
+    ),
+    outcome=(
+        "prevented: a rollout file is read without following a link or waiting on a FIFO, and what is "
+        "not the log's regular file is quarantined; the payment creates its file exclusively or "
+        "replaces what is there, never writing through it: the honest outcome is recorded, the link's "
+        "target untouched"
+    ),
+)
+@pytest.mark.parametrize("kind", _PLANTED)
+def test_what_is_planted_at_a_future_rollouts_path_is_never_a_result_nor_written_through(
+    tmp_path: Path, val_rollout, kind
+) -> None:
+    run = RunDir(tmp_path / "run")
+    run.rollouts.record_rollout(val_rollout("seed", "task-0", 0, 1.0))
+    run.flush()
+    outside = tmp_path / "outside.json"
+    outside.write_text("outside\n")
+    path = run.rollout_path("val", "task-1", "seed", 0)
+    _plant(path, kind, outside, val_rollout("seed", "task-1", 0, 1.0).dumps() + "\n")
+    assert audit(RunDir(run.root)) is not None  # verify mid-session reads the split, and returns
+    assert _keys(RunDir(run.root)) == {("val", "task-0", "seed", 0): 1.0}  # a session reads it
+    assert not os.path.lexists(path)  # moved aside: not the log's
+    honest = val_rollout("seed", "task-1", 0, 0.0)
+    run.rollouts.record_rollout(honest)  # the payment
+    assert _keys(RunDir(run.root)) == {("val", "task-0", "seed", 0): 1.0, ("val", "task-1", "seed", 0): 0.0}
+    assert not path.is_symlink() and path.read_text() == honest.dumps() + "\n"
+    assert outside.read_text() == "outside\n"
+    assert [p for p in audit(RunDir(run.root)) if "task-1" in p] == []
+
+
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "unconfined: a link (to a file outside, or dangling), a hard link, a FIFO, a folder or a pass's "
+        "bytes with no event planted at a rollout's path before it is paid, a session or `verify` "
+        "reading the split in between (a FIFO hung every reader of the split, before)"
+    ),
+    note=(
+        "planted while the session runs, no reader in between: the payment replaces it; a folder is "
+        "quarantined first (before, the write failed, the session stopped, and the next session drew "
+        "the rollout afresh: a re-roll for unconfined candidate code that planted it when failing)"
+    ),
+)
+@pytest.mark.parametrize("kind", _PLANTED)
+def test_what_is_planted_just_before_a_payment_is_replaced_by_it(tmp_path: Path, val_rollout, kind) -> None:
+    run = RunDir(tmp_path / "run")
+    outside = tmp_path / "outside.json"
+    outside.write_text("outside\n")
+    path = run.rollout_path("val", "task-1", "seed", 0)
+    _plant(path, kind, outside, val_rollout("seed", "task-1", 0, 1.0).dumps() + "\n")
+    honest = val_rollout("seed", "task-1", 0, 0.0)
+    run.rollouts.record_rollout(honest)
+    assert _keys(RunDir(run.root)) == {("val", "task-1", "seed", 0): 0.0}
+    assert not path.is_symlink() and path.read_text() == honest.dumps() + "\n"
+    assert outside.read_text() == "outside\n"
+    assert [p for p in audit(RunDir(run.root)) if "task-1" in p] == []
+
+
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "`capevolve verify --repair` run while a session pays a rollout again (a redraw after an infra "
+        "error): the file the session wrote between verify's read of the log and its scan of the files "
+        "was quarantined as edited, so an honest rollout was owed and paid again"
+    ),
+    outcome=(
+        "prevented: under the lock, a file is quarantined only if its bytes are not what the log "
+        "records now; one a session recorded since stays, and verify names nothing"
+    ),
+)
+def test_verify_repair_racing_a_redraw_leaves_the_recorded_file(
+    tmp_path: Path, val_rollout, monkeypatch
+) -> None:
+    from pytest_capevolve._store.readers import audit as verify
+
+    run = RunDir(tmp_path / "run")
+    run.rollouts.record_rollout(val_rollout("seed", "task-0", 0, None, infra="API down"))
+    run.flush()
+    scan = verify.scan_rollouts
+
+    def paid_again_then_scanned(root: Path):
+        RunDir(root).rollouts.record_rollout(val_rollout("seed", "task-0", 0, 1.0))  # a session, meanwhile
+        return scan(root)
+
+    monkeypatch.setattr(verify, "scan_rollouts", paid_again_then_scanned)
+    assert verify.audit(RunDir(run.root), repair=True) == []
+    monkeypatch.setattr(verify, "scan_rollouts", scan)
+    assert not (run.root / "rollouts" / ".quarantine").exists()
+    assert _keys(RunDir(run.root)) == {("val", "task-0", "seed", 0): 1.0}
+    assert audit(RunDir(run.root)) == []

@@ -13,11 +13,13 @@ from typing import Any
 
 from ..._project.splits import TEST_SPLIT
 from ..decisions.state_tally import BestRule
+from ..files import read_plain_bytes
 from ..log.event_chain import verified_events
 from ..log.event_kinds import ROLLOUT
 from ..log.log_views import check_views
 from ..log.paid_by import Key, moved_files, paid_twice, rollout_file
 from ..rollouts.index_sync import RolloutScan, Scanned, data_of, error_of, log_vanished, scan_rollouts
+from ..rollouts.record import RecordError, RolloutRecord
 from ..rundir import RunDir
 
 Logged = dict[Key, dict[str, Any]]  # each key's last rollout event
@@ -205,23 +207,38 @@ def _quarantine_tampered(
 ) -> list[str]:
     """``--repair``: each file that differs from its event, still as read, is quarantined (paid again).
     A test file stays reported: test is scored once, so it would never be paid again."""
-    moved: set[str] = set()
+    moved: set[str] = set()  # and, since the log was read, paid again as they are now: the log's
     with rundir.lock():
+        logged = rundir.rollouts.digests.current()  # the log as it is now, not as it was read
         for rel, digest in tampered:
             if rel.startswith(f"rollouts/{TEST_SPLIT}/"):
                 continue
             path = rundir.root / rel
             try:
-                now = hashlib.sha256(path.read_bytes()).hexdigest()
+                raw = read_plain_bytes(path)
             except OSError:
                 continue
+            now = hashlib.sha256(raw).hexdigest()
             if digest is not None and now != digest:
+                continue
+            if now in (logged.get(key) for key in _keys_in(raw, rel)):
+                moved.add(rel)  # a session recorded it after the log was read (a redraw): it stays
                 continue
             rundir.rollouts.quarantine(
                 path, "not what its rollout event recorded: edited after it was written"
             )
             moved.add(rel)
     return [line for line in problems if not any(line.startswith(f"{rel}: ") for rel in moved)]
+
+
+def _keys_in(raw: bytes, rel: str) -> list[tuple[str, str, str, int]]:
+    """The key a rollout file's bytes name (none if they name none), as the logged digests key it
+    (split, tag, task id, trial)."""
+    try:
+        record = RolloutRecord.loads(raw.decode("utf-8"), rel)
+    except (RecordError, UnicodeDecodeError):
+        return []
+    return [(record.split, record.tag, record.task_id, int(record.trial))]
 
 
 def _key(event: dict[str, Any]) -> Key:

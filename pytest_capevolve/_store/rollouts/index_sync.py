@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..._project.splits import TEST_SPLIT
-from ..files import loads_utf8
+from ..files import READ_FLAGS, loads_utf8, read_plain_bytes
 from ..log.event_kinds import ROLLOUT, ROLLOUT_QUARANTINED, ROLLOUT_VANISHED
 from ..log.events import EventLog
 from ..log.paid_by import moved_files
@@ -260,7 +260,7 @@ def log_vanished(log: EventLog, notices: list[str], files: list[str]) -> None:
 def _row_from_file(path: Path) -> Row | None:
     try:
         stat = path.stat()
-        return row_of(RolloutRecord.loads(path.read_text(encoding="utf-8"), str(path)), path, stat)
+        return row_of(RolloutRecord.loads(read_plain_bytes(path).decode("utf-8"), str(path)), path, stat)
     except (OSError, UnicodeDecodeError, RecordError):
         return None  # gone or damaged: a reader finds it (or not) on disk and handles it
 
@@ -273,7 +273,7 @@ def _split_file(file: str) -> tuple[str, str]:
 
 _KEY_AT = tuple(FIELDS_INDEX.index(name) for name in ("split", "tag", "task_id", "trial"))
 _SCANNED = ("split", "task_id", "tag", "trial", "reward", "infra_error", "cost_usd")  # what an OddFile keeps
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+_OPEN_FLAGS = READ_FLAGS  # no link followed, no planted FIFO waited on
 _READ_AT_ONCE = 1 << 16  # bytes asked of the first read of a file
 
 

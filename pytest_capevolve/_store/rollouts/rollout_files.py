@@ -71,7 +71,11 @@ class RolloutFiles(RolloutReadBack):
         content = (record.dumps() if text is None else text) + "\n"
         stat = write_new_text(path, content)
         if stat is None:  # paid again (a rerun, a redraw): the recorded file is replaced whole or not at all
-            stat = atomic_write_text(path, content)
+            try:
+                stat = atomic_write_text(path, content)
+            except IsADirectoryError:  # a folder planted under its name: moved aside, not this rollout's loss
+                self.quarantine(path, "a folder, not a rollout file")
+                stat = atomic_write_text(path, content)
         # a run written before case-safe names may hold this rollout under its old name
         legacy = f"{legacy_escape_id(record.task_id)}__{record.tag}__t{int(record.trial)}.json"
         if legacy != path.name:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..._project.splits import TEST_SPLIT
-from ..files import RunDirError
+from ..files import RunDirError, read_plain_bytes
 from ..log import paid_by
 from ..log.event_chain import verified_events, verify_events
 from ..log.event_kinds import ROLLOUT, ROLLOUT_QUARANTINED
@@ -126,7 +126,7 @@ class RolloutReadBack:
         """:meth:`_read_one`'s judgement: the record, the problem that quarantines the file, or None
         (no file)."""
         try:
-            raw = path.read_bytes()
+            raw = read_plain_bytes(path)
             record = RolloutRecord.loads(raw.decode("utf-8"), str(path))
             split = path.parent.name
             if truth is None or (split == TEST_SPLIT and digests is None):
