@@ -36,14 +36,15 @@ class RunDirError(CapevolveError):
 
 
 _NO_INHERIT = getattr(os, "O_CLOEXEC", 0)
-# This process's id, kept: asked of the kernel once per process, not once per lock, append and
-# temp file (three getpid(2) per rollout persisted); a child made with os.fork learns its own
+# This process's id for temp names, kept: asked of the kernel once per process, not per temp file; a
+# child made with os.fork learns its own. One forked by C code (no at-fork hook) keeps its parent's:
+# harmless for a name (O_EXCL takes the next), not for the lock, which asks the kernel each time
 _PID = [os.getpid()]
 os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
 
 
 def pid() -> int:
-    """``os.getpid()``, without a system call after the first."""
+    """``os.getpid()``, without a system call after the first (for temp names only)."""
     return _PID[0]
 
 
@@ -253,15 +254,15 @@ class KeptFd:
 
     def __init__(self, fd: int) -> None:
         stat = os.fstat(fd)
-        self.fd, self.file, self.pid = fd, (stat.st_dev, stat.st_ino), pid()
+        self.fd, self.file, self.pid = fd, (stat.st_dev, stat.st_ino), os.getpid()
 
     def names(self, stat: os.stat_result | None) -> bool:
         """Whether the path's ``stat`` is still this descriptor's file, in the process that opened it."""
-        return stat is not None and (stat.st_dev, stat.st_ino) == self.file and self.pid == pid()
+        return stat is not None and (stat.st_dev, stat.st_ino) == self.file and self.pid == os.getpid()
 
     def close(self) -> None:
         fd, self.fd = self.fd, -1
-        if fd >= 0 and self.pid == pid():
+        if fd >= 0 and self.pid == os.getpid():
             with contextlib.suppress(OSError):
                 os.close(fd)
 
@@ -302,7 +303,7 @@ class RunLock:
             fcntl.flock(self._kept.fd, fcntl.LOCK_UN)
 
     def _descriptor(self) -> KeptFd:
-        if self._kept is not None and self._kept.pid == pid():
+        if self._kept is not None and self._kept.pid == os.getpid():
             return self._kept
         self._kept = None  # a forked child's copy is its parent's: left alone
         try:
