@@ -287,3 +287,21 @@ def test_runs_says_which_unscored_run_can_no_longer_be_finalized_and_its_pasted_
     assert json.loads((older / "seal.json").read_text()).get("test_reused"), (older / "seal.json").read_text()
     code, out, _ = run(capsys, "runs", str(project), "--json")
     assert [row["test"] for row in json.loads(out)] == ["scored (reused)", "scored"], out
+
+
+def test_a_commit_of_a_tag_never_gated_names_its_folder_in_the_gate_that_books_it(
+    example, projects, capevolve, capsys, pytester
+):
+    """A newcomer books a candidate by its folder's name before gating it: the refusal's gate command
+    said ``--capevolve-candidate DIR``, which pasted is no folder."""
+    project = example("toy_calc")  # pytester's folder holds it: '.' is no project
+    assert capevolve(project).ret == 0
+
+    code, _, err = run(capsys, "commit", "careful", str(project), "--decision", "accept")
+
+    assert code != 0 and "unknown tag 'careful'" in err, err
+    pasted = shlex.split(err.split("evaluated it: ", 1)[1].split(" (which books")[0])
+    assert pasted[0] == "pytest" and "DIR" not in pasted and "CANDIDATE_FOLDER" not in pasted, pasted
+    gated = pytester.runpytest(*pasted[1:], "-p", "no:cacheprovider")
+    assert gated.ret == 0, gated.stdout.str()[-3000:]
+    assert json.loads((projects.run_dir(project) / "state.json").read_text())["best_id"] == "careful"
