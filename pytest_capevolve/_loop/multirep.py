@@ -15,6 +15,7 @@ from typing import Any, NotRequired, TypedDict, cast
 from .. import _stats as stats
 from .._policy.booking.commit_checks import source_folder
 from .._project.blocks import first_trial
+from .._project.candidate import SEED_TAG, null_control_of
 from .._project.spec import Spec
 from .._project.way_on import pasteable, shown
 from .._show.numbers import num
@@ -74,13 +75,13 @@ class MultirepAnswer(TypedDict):
 
 def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -> MultirepAnswer:
     """The ``capevolve multirep`` object (docs/how-to/replicate-blocks.md says what its keys mean)."""
-    against = against or rundir.state.best()
+    against_given, against = against, against or rundir.state.best()
     known = set(rundir.snapshots.known_tags())
     for name in (tag, against):
         if name not in known:
             raise Refusal(unknown_tag(name, rundir.run_id, known, rundir.project_dir))
     if tag == against:
-        raise Refusal(f"{tag!r} would be compared with itself; give --against another tag")
+        raise Refusal(_with_itself(tag, known, rundir, defaulted=against_given is None))
     val_ids = list((rundir.splits() or {}).get("val", []))
     records = rundir.rollouts.indexed_rollouts("val", [tag, against], block=None)
     rows: list[BlockRow] = []
@@ -143,6 +144,24 @@ def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -
         status=status,
         reason=reason,
     )
+
+
+def _with_itself(tag: str, known: set[str], rundir: RunDir, *, defaulted: bool) -> str:
+    """The refusal of a tag compared with itself (the best, when ``--against`` defaulted to it), its way on
+    the same command against another tag: the seed first, what the best was chosen over."""
+    others = sorted(
+        (t for t in known if t != tag and null_control_of(t) is None), key=lambda t: (t != SEED_TAG, t)
+    )
+    way = (
+        pasteable(
+            f"`capevolve multirep {shlex.quote(tag)} PROJECT --against {shlex.quote(others[0])}`",
+            rundir.project_dir,
+        )
+        if others
+        else "--against another tag"
+    )
+    best = " (it is the best)" if defaulted else ""
+    return f"{tag!r} would be compared with itself{best}; compare it with another: {way}"
 
 
 def evaluating_both(rundir: RunDir, tag: str, against: str, *, block: int) -> str:

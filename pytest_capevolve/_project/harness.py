@@ -199,13 +199,18 @@ def changes(locked: Mapping[str, str], now: Mapping[str, str]) -> list[str]:
     ]
 
 
-def refusal(run_id: str, what: list[str], limit: int = 4) -> str:
-    """The one line a session or a command prints when the harness moved."""
+def refusal(run_id: str, what: list[str], limit: int = 4, *, finalize: bool = False) -> str:
+    """The one line a session or a command prints when the harness moved; a finalize's way on is the
+    restore alone (--capevolve-new-run does not apply to it: a new run is measured before it is scored)."""
     shown = ", ".join(what[:limit]) + (f" and {len(what) - limit} more" if len(what) > limit else "")
-    return (
-        f"the harness changed since run {run_id} began: {shown}. A run measures one harness: "
-        "restore those files, or start a new run (--capevolve-new-run) to measure this one"
+    way = (
+        f"restore those files to finalize run {run_id}: its test split is scored under the harness its "
+        "val was measured with (the changed harness is measured in a new run: pytest --capevolve-run "
+        "PROJECT --capevolve-new-run, finalized after)"
+        if finalize
+        else "restore those files, or start a new run (--capevolve-new-run) to measure this one"
     )
+    return f"the harness changed since run {run_id} began: {shown}. A run measures one harness: {way}"
 
 
 def _walk(project_dir: Path, *, skip: Iterable[Path] = ()) -> Iterator[str]:

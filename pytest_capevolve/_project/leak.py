@@ -55,6 +55,26 @@ class Leak:
         return f"{where} holds a val or test task's gold answer"
 
 
+def word_id_note(found: Iterable[Leak]) -> str:
+    """What to do when the id found is a plain word ('letter'), which prose uses too: ids that are no
+    word are seen only as themselves, so the way on keeps the guard on (a test task's id unnamed)."""
+    word = next(
+        (f.needle for f in found if f.needle.kind == "id" and not distinctive_id(f.needle.text)), None
+    )
+    if word is None:
+        return ""
+    named, example = (
+        ("a test task's id", "'w-apple'")
+        if word.split == "test"
+        else (repr(word.task_id), repr(f"w-{word.task_id}"))
+    )
+    return (
+        f"; {named} is a plain word, seen wherever the word stands: task ids that are no word ({example}, "
+        "a prefix and a hyphen) are seen only as themselves, so renaming the tasks in the adapter (a new "
+        "run) frees prose that uses the word, with the guard on"
+    )
+
+
 def normalize(text: str) -> str:
     """Needles and lines compared alike: compatibility forms folded (fullwidth, ligatures),
     invisible format characters and combining marks dropped, casefolded, whitespace runs as one

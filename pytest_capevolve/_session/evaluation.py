@@ -97,7 +97,7 @@ class EvaluationSession:
         if plan.block:
             outcome.say(
                 f"replicate block {plan.block} (trial seeds base_seed + {plan.first_trial} + k): the gate and"
-                " report.md read block 0 only; compare the blocks with `capevolve multirep TAG`"
+                f" report.md read block 0 only; compare the blocks with {self._multirep_command(plan.tags())}"
             )
         judged = self._judge(outcome, by_tag)
         if self.gate.enabled:
@@ -137,6 +137,24 @@ class EvaluationSession:
                 again = standing
             shown.append(replace(again, reason=already_decided_reason(recorded, reason)))
         return shown
+
+    def _multirep_command(self, tags: set[str]) -> str:
+        """``capevolve multirep`` of a tag this block evaluated against the best (its default), pasteable:
+        ``TAG`` alone named the best too, which multirep refuses to compare with itself."""
+        import shlex
+
+        from .._project.candidate import null_control_of
+        from .._project.way_on import pasteable
+
+        best = self.planned.best
+        others = sorted(t for t in tags if t not in (best, SEED_TAG) and null_control_of(t) is None)
+        if others:  # a candidate against the best, multirep's default
+            words = f"{shlex.quote(others[0])} PROJECT"
+        elif SEED_TAG in tags and best != SEED_TAG:  # the best against the seed it was chosen over
+            words = f"{shlex.quote(best)} PROJECT --against {SEED_TAG}"
+        else:
+            words = f"TAG PROJECT --against {shlex.quote(best)}"
+        return pasteable(f"`capevolve multirep {words}`", self.spec.project_dir)
 
     def _judge(self, outcome: Outcome, by_tag: ByTag) -> list[Verdict]:
         """The gate's round (nulls first, into ``outcome.verdicts``); returns the candidates' verdicts."""

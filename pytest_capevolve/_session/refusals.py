@@ -76,7 +76,8 @@ class Screens:
                 best,
                 INDECISIVE,
                 guards.LEAK,
-                f"never scored: an edit encodes a general rule, never a task's id or answer ({shown})",
+                f"never scored: an edit encodes a general rule, never a task's id or answer ({shown})"
+                + leak.word_id_note(found),
                 {
                     "leaks": [{"file": f.path, "line": f.line, "kind": f.needle.kind} for f in found],
                     "leak_guard_min_length": min_length,

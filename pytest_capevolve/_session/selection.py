@@ -21,8 +21,9 @@ import pytest
 
 from .._items.nodes import item_name
 from .._items.plan import EvalPlan
+from .._project.candidate import null_control_of
 from .._project.splits import SPLITS, TestSealError
-from .._project.way_on import pasteable
+from .._project.way_on import pasteable, shown
 from .plan_check import planned_names
 
 # what to use instead of re-drawing a failed rollout, in every line that refuses to
@@ -119,8 +120,8 @@ def notes(
         # a FAILED id's tag: what its failed rollouts did is one command away, not another session
         diagnose = pasteable(f"`capevolve diagnose {shlex.quote(tag)} PROJECT`", project_dir)
         add = (
-            f"its tag {tag!r} is not in it: {diagnose} shows what its failed rollouts did and why; to run "
-            "one the run still owes, add --capevolve-candidate with its folder; or "
+            f"its tag {tag!r} is not in it: {diagnose} shows what its failed rollouts did and why; "
+            f"{_how_to_owe(tag, project_dir)}; or "
         )
         lines.append(
             f"{unknown[0]}{' and others' if len(unknown) > 1 else ''} names no rollout of this session's "
@@ -291,3 +292,17 @@ def resume_command(
     for tag, folder in rerun_candidates if rerun else ():
         kept += ["--capevolve-candidate", str(folder), "--capevolve-tag", tag]
     return shlex.join(["pytest", *kept, "--capevolve-run-id", run_id])
+
+
+def _how_to_owe(tag: str, project_dir: Path | None) -> str:
+    """How a session comes to owe ``tag``'s rollouts: a null control's only by a gate (it has no folder to
+    name), a candidate's with its folder (the project's ``candidates/TAG`` when there is one)."""
+    best = null_control_of(tag)
+    if best is not None:
+        return (
+            f"{tag!r} is a null control (a copy of {best!r}): only a gate session (--capevolve-gate) pays "
+            "its rollouts, and never one named alone"
+        )
+    folder = project_dir / "candidates" / tag if project_dir is not None and tag not in (".", "..") else None
+    named = shlex.quote(shown(folder)) if folder is not None and folder.is_dir() else "its folder"
+    return f"to run one the run still owes, add --capevolve-candidate {named}"

@@ -100,7 +100,7 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
             config.stash[TASK_KEYS_NOW] = lambda: task_keys.of_pool(pool)
             existing = _existing_run(config, spec)
             if existing is not None:  # refused before anything is planned, claimed or paid
-                check_or_lock(existing, harness_now)
+                check_or_lock(existing, harness_now, finalize=bool(config.option.capevolve_finalize))
             # a loop run spends α across its decisions unless told otherwise
             # (:mod:`.._policy.alpha.gate_settings`)
             spec, why = loop_default(spec, existing, overridden(config.option.override_ini, spec))

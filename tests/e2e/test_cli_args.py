@@ -90,13 +90,20 @@ def test_runs_lists_best_iterations_spend_and_the_seal(gated: Path, capevolve, p
     assert [rows[i]["current"] for i in ids] == [False, True]
     assert (rows[first]["best"], rows[first]["iterations"], rows[first]["test"]) == ("careful", 1, "scored")
     assert rows[first]["rollouts"] == 12 * 4 + 6 * 2  # seed, careful, 2 nulls on val; test: seed, best
-    assert (rows[second]["best"], rows[second]["iterations"], rows[second]["test"]) == ("seed", 0, "sealed")
+    # its test tasks are the first run's, scored: its finalize is refused (the project's test seal)
+    assert (rows[second]["best"], rows[second]["iterations"], rows[second]["test"]) == (
+        "seed",
+        0,
+        "scored elsewhere",
+    )
+    assert rows[second]["test_scored_by"] == [first] and rows[first]["test_scored_by"] == []
     assert rows[second]["rollouts"] == 24
     code, out, _err = run(capsys, "runs", str(gated))
     lines = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
     assert out.splitlines()[0].split() == ["run", "best", "iterations", "rollouts", "$", "spent", "test"]
     assert lines[first][:3] == [first, "careful", "1"] and "scored" in lines[first]
-    assert "sealed" in lines[second] and lines[ids[-1]][-1] == "current"
+    assert "elsewhere" in lines[second] and lines[ids[-1]][-1] == "current"
+    assert f"{second}: its test tasks were scored by run {first}, so its finalize is refused" in out
     assert run(capsys, "runs", str(gated), "--table") == (0, out, _err)  # as the other commands take it
     code, _out, err = run(capsys, "runs", str(gated), "--table", "--json")
     assert code == 2 and "give one" in err

@@ -59,5 +59,9 @@ def test_a_gate_at_another_concurrency_than_its_nulls_says_so(example, projects,
             "*this gate paid at 4 rollout(s) in flight, but its null controls were measured at 1 (null reward means — 1 in flight: *"
         ]
     )
+    # before: "gate at the nulls' load", which said neither -n nor --capevolve-concurrency
+    second.stdout.fnmatch_lines(
+        ["*gate at the nulls' load (a session without -n and --capevolve-concurrency), or with fresh*"]
+    )
     verdict = json.loads((projects.run_dir(project) / "verdicts" / "careful.json").read_text())
     assert any("null controls were measured at 1" in w for w in verdict["warnings"])

@@ -55,6 +55,10 @@ def test_a_scorer_edited_or_a_conftest_planted_after_the_baseline_is_refused(
     adapter.write_text(honest + "\n# score(): return 1.0 when ctx holds /work/\n")
     _refused(capevolve(project, "improved", gate=True), "adapter.py (changed)")
     assert len(projects.rollout_records(project)) == paid  # refused before anything was paid
+    # a finalize's way on is the restore: it said "or start a new run (--capevolve-new-run)", a flag
+    # finalize refuses ("does not apply to --capevolve-finalize")
+    _refused(capevolve(project, finalize=True), f"restore those files to finalize run {run_dir.name}:")
+    assert not (run_dir / "seal.json").exists()
 
     adapter.write_text(honest)
     (project / "conftest.py").write_text("def pytest_runtest_logreport(report):\n    pass\n")

@@ -94,3 +94,57 @@ def test_the_default_guard_sees_the_examples_short_ids_and_their_simple_re_encod
         verdict = json.loads((projects.run_dir(project) / "verdicts" / f"{name}.json").read_text())
         assert (verdict["decision"], verdict["basis"]) == ("indecisive", "leak"), name
     assert not [k for k in projects.rollout_records(project) if k[2] in hidden]  # nothing paid
+
+
+WORD_ADAPTER = """
+from pathlib import Path
+
+from pytest_capevolve import Rollout, Score, Task
+
+WORDS = ["apple", "letter", "kitten", "summer", "needle", "pepper"]
+PREFIX = ""
+
+
+class WordAdapter:
+    def tasks(self, split):
+        return [Task(id=PREFIX + w, input=w, target=str(len(w))) for w in WORDS]
+
+    def run_target(self, task, ctx, *, seed):
+        careful = "one character at a time" in (Path(ctx) / "prompt.md").read_text()
+        return Rollout(output=str(len(task.input) if careful or seed % 2 else len(set(task.input))))
+
+    def score(self, task, rollout):
+        return Score(reward=float(rollout.output == task.target))
+"""
+
+
+def test_a_plain_word_id_in_prose_names_ids_that_are_no_word_and_renamed_the_same_prose_is_scored(
+    pytester, capevolve
+) -> None:
+    """A newcomer's task ids were the words of the tasks ('letter'), and the prompt's prose used one:
+    refused, and the only way on named was to turn the guard off (leak_guard_min_length: false)."""
+    project = pytester.path / "words"
+    (project / "capability").mkdir(parents=True)
+    (project / "capability" / "prompt.md").write_text("Count the letters.\n")
+    cand = project / "candidates" / "spell"
+    cand.mkdir(parents=True)
+    (cand / "prompt.md").write_text(
+        "Count the letters.\nSpell the word letter by letter, one character at a time.\n"
+    )
+    (project / "adapter.py").write_text(WORD_ADAPTER)
+    (project / "capevolve.yaml").write_text(
+        "adapter: adapter.py:WordAdapter\ncapability_path: capability\nnum_trials: 2\n"
+        "split_train: 0.0\nsplit_val: 1.0\nsplit_test: 0.0\n"
+    )
+    refused = capevolve(project, cand, gate=True)
+    assert refused.ret == 11, refused.stdout.str()[-3000:]
+    refused.stdout.fnmatch_lines(
+        [
+            "*prompt.md:2 holds the id of val task 'letter'); 'letter' is a plain word*task ids that are no word ('w-letter'*"
+        ]
+    )
+    # the way on it names: the tasks renamed in the adapter, in a new run; the guard stays on
+    (project / "adapter.py").write_text(WORD_ADAPTER.replace('PREFIX = ""', 'PREFIX = "w-"'))
+    scored = capevolve(project, cand, gate=True, extra=["--capevolve-new-run"])
+    assert "never scored" not in scored.stdout.str(), scored.stdout.str()[-3000:]
+    scored.stdout.fnmatch_lines(["*spell: booked *"])

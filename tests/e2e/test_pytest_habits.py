@@ -9,6 +9,7 @@ import json
 import re
 import shlex
 from glob import escape
+from pathlib import Path
 
 import pytest
 import run_log
@@ -103,9 +104,22 @@ def test_a_failed_lines_id_is_the_collected_node_id_and_selects_that_rollout_whe
     alone = capevolve(project, extra=[theirs])
     alone.stdout.fnmatch_lines(
         [
-            "*its tag 'careful' is not in it: `capevolve diagnose careful *` shows*add --capevolve-candidate with its folder*"
+            "*its tag 'careful' is not in it: `capevolve diagnose careful *` shows*add --capevolve-candidate *candidates/careful;*"
         ]
     )
+    # the folder it names, added: the id is this session's (recorded, so nothing is run), not unknown
+    folder = alone.stdout.str().split("add --capevolve-candidate ", 1)[1].split(";")[0]
+    assert Path(folder).resolve() == (project / "candidates" / "careful").resolve(), folder
+    named = pytester.runpytest("--capevolve-run", str(project), "--capevolve-candidate", folder, theirs)
+    named.stdout.fnmatch_lines([f"capevolve: {escape(theirs)} is recorded already*"])
+    # a null control's id: it has no folder to add (it said "add --capevolve-candidate with its folder")
+    null = capevolve(project, extra=[theirs.replace("[careful-", "[careful-null1-")])
+    null.stdout.fnmatch_lines(
+        [
+            "*'careful-null1' is a null control (a copy of 'careful'): only a gate session (--capevolve-gate) pays*"
+        ]
+    )
+    assert "add --capevolve-candidate" not in null.stdout.str()
     # the diagnose command it names, pasted, reaches that tag's failures in one hop (it took two)
     said = alone.stdout.str().split("`capevolve diagnose ", 1)[1].split("`")[0]
     capsys.readouterr()

@@ -70,6 +70,16 @@ def test_two_blocks_of_one_candidate_give_the_across_run_se(
     second.stdout.fnmatch_lines(
         ["*n??[[]improved-b1-t1[]]*", "*replicate block 1 (trial seeds base_seed + 1000000 + k)*"]
     )
+    # the multirep the block names, pasted: the best against the seed (it said `capevolve multirep TAG`,
+    # and `capevolve multirep improved`, the best, was refused as compared with itself, with no tag named)
+    named = shlex.split(second.stdout.str().split("compare the blocks with `", 1)[1].split("`")[0])
+    assert named[:3] == ["capevolve", "multirep", "improved"] and named[-2:] == ["--against", "seed"], named
+    code, pasted_answer, _ = multirep(capsys, *named[2:])
+    assert code == 0 and pasted_answer["status"] != "single_block", pasted_answer
+    capsys.readouterr()
+    assert main(["multirep", "improved", str(project)]) == 2
+    way = shlex.split(capsys.readouterr().err.split("compare it with another: `", 1)[1].split("`")[0])
+    assert way[:3] == ["capevolve", "multirep", "improved"] and way[-2:] == ["--against", "seed"], way
     after = rollout_bytes(project)
     assert {k: after[k] for k in block0} == block0  # block 0's files: same names, same bytes
     new = {k: json.loads(v) for k, v in after.items() if k not in block0}

@@ -210,7 +210,9 @@ def test_renamed_task_ids_neither_re_decide_refuted_bytes_nor_re_score_the_seale
     )
     assert not list((run2 / "rollouts" / "test").glob("*.json"))  # nothing paid
     code, out, _ = run(capsys, "runs", str(project), "--json")
-    assert code == 0 and [row["test"] for row in json.loads(out)] == ["scored", "sealed"]
+    # capevolve runs says so before a finalize: the renamed tasks are run 1's, by content
+    assert code == 0 and [row["test"] for row in json.loads(out)] == ["scored", "scored elsewhere"]
+    assert json.loads(out)[1]["test_scored_by"] == [run1.name]
 
 
 @pytest.mark.attack(

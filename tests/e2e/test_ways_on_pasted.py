@@ -257,3 +257,50 @@ def test_an_outage_in_both_arms_leaves_the_decision_to_the_session_that_complete
     done = completed.stdout.str()
     assert completed.ret == 0 and "big: booked accept" in done, done[-3000:]
     assert json.loads((projects.run_dir(project) / "state.json").read_text())["best_id"] == "big"
+
+
+def test_runs_says_which_unscored_run_can_no_longer_be_finalized_and_its_pasted_way_on_scores_it(
+    example, projects, capevolve, capsys, pytester
+):
+    """A run whose test tasks a newer run scored: ``capevolve runs`` said ``sealed``, as for a run whose
+    finalize is still to come, and the finalize the tutorial points to from there was refused
+    (TestSealError: the project's test seal)."""
+    project = example("toy_calc")  # pytester's folder holds it: '.' is no project
+    assert capevolve(project).ret == 0
+    older = projects.run_dir(project)
+    assert capevolve(project, extra=["--capevolve-new-run"]).ret == 0
+    assert (
+        capevolve(project, finalize=True).ret == 0
+    )  # the newest run: the same split_seed, the same test tasks
+
+    code, out, err = run(capsys, "runs", str(project))
+
+    # before: "sealed" on the older run's row, and no word of why its finalize is refused
+    row = next(line for line in out.splitlines() if line.startswith(older.name))
+    assert code == 0 and "scored elsewhere" in row, out
+    said = out + err
+    pasted = shlex.split(said.split(f"{older.name}: its test tasks were scored by run ", 1)[1].split("`")[1])
+    assert pasted[0] == "pytest", pasted
+    scored = pytester.runpytest(*pasted[1:], "-p", "no:cacheprovider")
+    assert scored.ret == 0, scored.stdout.str()[-3000:]
+    assert json.loads((older / "seal.json").read_text()).get("test_reused"), (older / "seal.json").read_text()
+    code, out, _ = run(capsys, "runs", str(project), "--json")
+    assert [row["test"] for row in json.loads(out)] == ["scored (reused)", "scored"], out
+
+
+def test_a_commit_of_a_tag_never_gated_names_its_folder_in_the_gate_that_books_it(
+    example, projects, capevolve, capsys, pytester
+):
+    """A newcomer books a candidate by its folder's name before gating it: the refusal's gate command
+    said ``--capevolve-candidate DIR``, which pasted is no folder."""
+    project = example("toy_calc")  # pytester's folder holds it: '.' is no project
+    assert capevolve(project).ret == 0
+
+    code, _, err = run(capsys, "commit", "careful", str(project), "--decision", "accept")
+
+    assert code != 0 and "unknown tag 'careful'" in err, err
+    pasted = shlex.split(err.split("evaluated it: ", 1)[1].split(" (which books")[0])
+    assert pasted[0] == "pytest" and "DIR" not in pasted and "CANDIDATE_FOLDER" not in pasted, pasted
+    gated = pytester.runpytest(*pasted[1:], "-p", "no:cacheprovider")
+    assert gated.ret == 0, gated.stdout.str()[-3000:]
+    assert json.loads((projects.run_dir(project) / "state.json").read_text())["best_id"] == "careful"

@@ -312,10 +312,23 @@ def load_warnings(
             f"this gate paid at {in_flight} rollout(s) in flight, but its null controls were "
             f"measured at {', '.join(map(str, measured))}"
             + (f" (null reward means — {shown})" if shown else "")
-            + ": the run has not measured noise at this load; gate at the nulls' load, or with "
-            "fresh null controls (--capevolve-null N after a new best) at this one"
+            + ": the run has not measured noise at this load; gate at the nulls' load "
+            f"({_as_flags(measured)}), or with fresh null controls (--capevolve-null N after a new best) "
+            "at this one"
         )
     return lines
+
+
+def _as_flags(loads: list[int]) -> str:
+    """The session flags that pay at one of ``loads`` (in flight = pytest's -n workers ×
+    --capevolve-concurrency): the way on names what to type, not a count of rollouts."""
+    said = [
+        "a session without -n and --capevolve-concurrency"
+        if load == 1
+        else f"-n W and --capevolve-concurrency K with W × K = {load}"
+        for load in loads
+    ]
+    return " or ".join(said)
 
 
 def identical_null(rundir: RunDir, best: str, n_tasks: int, nulls: int) -> str | None:

@@ -115,6 +115,18 @@ def overlaps(
     """(run, shared tasks) for every other run that scored any of ``test_ids``, oldest first; a run
     whose status and test split are unknown may have scored any, unless ``unknown_is_any`` is off."""
     scored_runs = scored_tests(project_dir, (keys or {}).values(), ledger)
+    return shared_with(scored_runs, run_id, test_ids, keys, unknown_is_any=unknown_is_any)
+
+
+def shared_with(
+    scored_runs: list[ScoredTests],
+    run_id: str,
+    test_ids: list[str],
+    keys: dict[str, str] | None = None,
+    *,
+    unknown_is_any: bool = True,
+) -> Found:
+    """:func:`overlaps` on runs already read (``scored_tests``): a reader of many runs reads them once."""
     others = [scored for scored in scored_runs if scored.run_id != run_id or scored.project is not None]
     if not others:  # most projects: no other run scored its test split
         return []

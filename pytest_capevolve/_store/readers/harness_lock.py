@@ -9,6 +9,7 @@ import json
 from collections.abc import Mapping
 
 from ..._project import harness
+from ..._project.way_on import pasteable
 from ..files import RunDirError
 from ..log.event_chain import GENESIS, event_line_hash
 from ..log.event_kinds import HARNESS_LOCKED, ROLLOUT
@@ -21,8 +22,9 @@ class HarnessChanged(RunDirError):
     """The harness moved since the run began; the message names the files and the way on."""
 
 
-def check_or_lock(rundir: RunDir, digests: Mapping[str, str]) -> bool:
-    """Refuse a harness that differs from the run's lock; lock it (and return True) when there is none."""
+def check_or_lock(rundir: RunDir, digests: Mapping[str, str], *, finalize: bool = False) -> bool:
+    """Refuse a harness that differs from the run's lock (``finalize``: with a finalize's way on); lock it
+    (and return True) when there is none."""
     with rundir.lock():
         locked = locked_harness(rundir)
         if locked is None:
@@ -30,7 +32,9 @@ def check_or_lock(rundir: RunDir, digests: Mapping[str, str]) -> bool:
             return True
     changed = harness.changes(locked, digests)
     if changed:
-        raise HarnessChanged(harness.refusal(rundir.run_id, changed))
+        raise HarnessChanged(
+            pasteable(harness.refusal(rundir.run_id, changed, finalize=finalize), rundir.project_dir)
+        )
     return False
 
 
