@@ -117,6 +117,16 @@ def _plant(path: Path, kind: str, outside: Path, bytes_of_a_pass: str) -> None:
         path.write_text(bytes_of_a_pass)
 
 
+def _paid_over_what_was_planted(run: RunDir, path: Path, outside: Path, val_rollout) -> None:
+    """task-1's honest payment replaces what was planted at its path: its bytes there, never written
+    through a link (the target outside untouched), and verify names nothing of it."""
+    honest = val_rollout("seed", "task-1", 0, 0.0)
+    run.rollouts.record_rollout(honest)
+    assert not path.is_symlink() and path.read_text() == honest.dumps() + "\n"
+    assert outside.read_text() == "outside\n"
+    assert [p for p in audit(RunDir(run.root)) if "task-1" in p] == []
+
+
 @pytest.mark.attack(
     "record",
     attack=(
@@ -145,12 +155,8 @@ def test_what_is_planted_at_a_future_rollouts_path_is_never_a_result_nor_written
     assert audit(RunDir(run.root)) is not None  # verify mid-session reads the split, and returns
     assert _keys(RunDir(run.root)) == {("val", "task-0", "seed", 0): 1.0}  # a session reads it
     assert not os.path.lexists(path)  # moved aside: not the log's
-    honest = val_rollout("seed", "task-1", 0, 0.0)
-    run.rollouts.record_rollout(honest)  # the payment
+    _paid_over_what_was_planted(run, path, outside, val_rollout)
     assert _keys(RunDir(run.root)) == {("val", "task-0", "seed", 0): 1.0, ("val", "task-1", "seed", 0): 0.0}
-    assert not path.is_symlink() and path.read_text() == honest.dumps() + "\n"
-    assert outside.read_text() == "outside\n"
-    assert [p for p in audit(RunDir(run.root)) if "task-1" in p] == []
 
 
 @pytest.mark.attack(
@@ -173,12 +179,8 @@ def test_what_is_planted_just_before_a_payment_is_replaced_by_it(tmp_path: Path,
     outside.write_text("outside\n")
     path = run.rollout_path("val", "task-1", "seed", 0)
     _plant(path, kind, outside, val_rollout("seed", "task-1", 0, 1.0).dumps() + "\n")
-    honest = val_rollout("seed", "task-1", 0, 0.0)
-    run.rollouts.record_rollout(honest)
+    _paid_over_what_was_planted(run, path, outside, val_rollout)
     assert _keys(RunDir(run.root)) == {("val", "task-1", "seed", 0): 0.0}
-    assert not path.is_symlink() and path.read_text() == honest.dumps() + "\n"
-    assert outside.read_text() == "outside\n"
-    assert [p for p in audit(RunDir(run.root)) if "task-1" in p] == []
 
 
 @pytest.mark.attack(
