@@ -58,11 +58,19 @@ def _open_temp(path: Path) -> tuple[int, str]:
     while True:
         tmp = f"{path.parent}{os.sep}.{path.name}.{pid()}-{next(_temp_numbers)}.tmp"
         try:
-            return os.open(tmp, _TEMP_FLAGS, FILE_MODE), tmp
+            return _create(tmp, path.parent), tmp
         except FileExistsError:  # left by a dead process that had this pid: take the next number
             continue
+
+
+def _create(path: str | Path, folder: Path) -> int:
+    """``path`` created exclusively (O_EXCL: never a symlink followed, never a file reused), its
+    ``folder`` made on first need; FileExistsError when something is there."""
+    while True:
+        try:
+            return os.open(path, _TEMP_FLAGS, FILE_MODE)
         except FileNotFoundError:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(parents=True, exist_ok=True)
 
 
 @contextlib.contextmanager
@@ -104,15 +112,10 @@ def write_new_text(path: Path, text: str) -> os.stat_result | None:
     only a caller that appends the file's record (its sha256) after this returns may write this way,
     and its readers must refuse a file its record does not vouch for. A write that fails removes
     the file it created."""
-    while True:
-        try:
-            # O_EXCL: never a symlink followed, never a file reused
-            fd = os.open(path, _TEMP_FLAGS, FILE_MODE)
-            break
-        except FileExistsError:
-            return None
-        except FileNotFoundError:
-            path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = _create(path, path.parent)
+    except FileExistsError:
+        return None
     try:
         try:
             _write_all(fd, text.encode("utf-8"))
