@@ -28,6 +28,15 @@ def shown(project_dir: Path) -> str:
     return min(relative, absolute, key=len)
 
 
+def candidate_folder(tag: str, project_dir: Path | None, otherwise: str) -> str:
+    """The project's ``candidates/TAG`` as a way on names it, when that folder exists (a folder's name
+    is its tag); else ``otherwise`` (a placeholder, or words that say what to give)."""
+    if project_dir is None or tag in ("", ".", ".."):
+        return otherwise
+    folder = project_dir / "candidates" / tag
+    return shlex.quote(shown(folder)) if folder.is_dir() else otherwise
+
+
 def pasteable(text: str, project_dir: Path | None = None, args: Sequence[str] | None = None) -> str:
     """``text`` with ``PROJECT`` the project's path and, given the session's arguments, the user's own
     flags in every ``pytest --capevolve-…`` command it names; a new run's, the command typed."""

@@ -23,7 +23,7 @@ from .._items.nodes import item_name
 from .._items.plan import EvalPlan
 from .._project.candidate import null_control_of
 from .._project.splits import SPLITS, TestSealError
-from .._project.way_on import pasteable, shown
+from .._project.way_on import candidate_folder, pasteable
 from .plan_check import planned_names
 
 # what to use instead of re-drawing a failed rollout, in every line that refuses to
@@ -303,6 +303,5 @@ def _how_to_owe(tag: str, project_dir: Path | None) -> str:
             f"{tag!r} is a null control (a copy of {best!r}): only a gate session (--capevolve-gate) pays "
             "its rollouts, and never one named alone"
         )
-    folder = project_dir / "candidates" / tag if project_dir is not None and tag not in (".", "..") else None
-    named = shlex.quote(shown(folder)) if folder is not None and folder.is_dir() else "its folder"
+    named = candidate_folder(tag, project_dir, "its folder")
     return f"to run one the run still owes, add --capevolve-candidate {named}"

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shlex
 import shutil
 import stat
 from collections.abc import Iterable
@@ -25,7 +24,7 @@ from .._project.candidate import (
     null_control_of,
 )
 from .._project.spec import to_stored
-from .._project.way_on import pasteable, shown
+from .._project.way_on import candidate_folder, pasteable
 from .files import RunDirError, atomic_write_json, read_run_json
 from .log.event_kinds import CANDIDATE_REGISTERED
 from .log.events import EventLog
@@ -172,8 +171,7 @@ def writable_copy(source: Path, dest: Path, ignore: Any = None, symlinks: bool =
 def unknown_tag(tag: str, run_id: str, known: Iterable[str], project: Path | None) -> str:
     """The refusal of a tag no session registered, its way on the gate of the tag's folder: the project's
     ``candidates/TAG`` when there is one (a folder's name is its tag), else CANDIDATE_FOLDER."""
-    folder = project / "candidates" / tag if project is not None and tag not in ("", ".", "..") else None
-    named = shlex.quote(shown(folder)) if folder is not None and folder.is_dir() else "CANDIDATE_FOLDER"
+    named = candidate_folder(tag, project, "CANDIDATE_FOLDER")
     return pasteable(
         f"unknown tag {tag!r} in run {run_id} (known: {', '.join(sorted(known)) or 'none'}); a candidate "
         "is known to a run once a gate session has evaluated it: pytest --capevolve-run PROJECT "
