@@ -302,6 +302,23 @@ def mean_at(
     return n, rate, paid
 
 
+def design_row(
+    path: Callable[[Arms], tuple[np.ndarray, np.ndarray]],
+    pops: dict[float, Arms],
+    effect: float,
+    base_paid: float,
+    base_at: tuple[int, float],
+) -> tuple[float, float, float, float, float]:
+    """A design's figures at ``effect``, as the proposal scripts print them: its N80, its rollouts ×
+    the fixed gate's (``base_paid``), its power on the fixed gate's N80 val (``base_at``), its type I
+    and a null's rollouts × fixed, both at its own N80."""
+    at = n80(path, pops[effect])
+    n, _, paid = mean_at(path, pops[effect], at)
+    power = mean_at(path, pops[effect], base_at)[1]
+    _, type_one, null_paid = mean_at(path, pops[0.0], at)
+    return n, paid / base_paid, power, type_one, null_paid / base_paid
+
+
 def delta_law(pool: np.ndarray, effect: float, trials: int) -> np.ndarray:
     """The exact law of one task's delta, P(delta = k / trials) for k = −trials … trials: a task
     drawn from ``pool``, the candidate's and the best's means of ``trials`` Bernoulli trials at

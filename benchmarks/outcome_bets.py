@@ -208,14 +208,12 @@ def main(argv: list[str] | None = None) -> None:
             base = bench.mean_at(bench.fixed_exact, pops[effect], base_at)
             print(f"{name} {effect:+.2f}: fixed exact N80 {base[0]:.1f}", flush=True)
             for low in LOWS:
-                bets = outcome_bets(steps, low)
-                at = bench.n80(bets, pops[effect])
-                n, _, paid = bench.mean_at(bets, pops[effect], at)
-                power = bench.mean_at(bets, pops[effect], base_at)[1]
-                _, rate, null_paid = bench.mean_at(bets, pops[0.0], at)
+                n, ratio, power, rate, null_ratio = bench.design_row(
+                    outcome_bets(steps, low), pops, effect, base[2], base_at
+                )
                 print(
-                    f"  (a, b) bets, futility at {low:+.1f}: N80 {n:6.1f} ×fixed {paid / base[2]:.3f} "
-                    f"power* {power:.3f} type I {rate:.3f} null ×fixed {null_paid / base[2]:.2f}",
+                    f"  (a, b) bets, futility at {low:+.1f}: N80 {n:6.1f} ×fixed {ratio:.3f} "
+                    f"power* {power:.3f} type I {rate:.3f} null ×fixed {null_ratio:.2f}",
                     flush=True,
                 )
     print(f"({time.perf_counter() - start:.0f} s)")

@@ -102,13 +102,10 @@ def main(argv: list[str] | None = None) -> None:
     base = bench.mean_at(bench.fixed_exact, pops[0.10], base_at)
     print(f"fixed exact: N80 {base[0]:.1f}")
     for name, design in DESIGNS.items():
-        at = bench.n80(design, pops[0.10])
-        n, _, paid = bench.mean_at(design, pops[0.10], at)
-        power = bench.mean_at(design, pops[0.10], base_at)[1]
-        _, t1, null_paid = bench.mean_at(design, pops[0.0], at)
+        n, ratio, power, t1, null_ratio = bench.design_row(design, pops, 0.10, base[2], base_at)
         print(
-            f"{name:<24} N80 {n:>6.1f}  ×fixed {paid / base[2]:.3f}  power* {power:.3f}  "
-            f"type I {t1:.3f}  null ×fixed {null_paid / base[2]:.2f}",
+            f"{name:<24} N80 {n:>6.1f}  ×fixed {ratio:.3f}  power* {power:.3f}  "
+            f"type I {t1:.3f}  null ×fixed {null_ratio:.2f}",
             flush=True,
         )
     print(f"({time.perf_counter() - start:.0f} s)")
