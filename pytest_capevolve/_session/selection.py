@@ -92,19 +92,12 @@ def notes(
     project_dir: Path | None = None,
 ) -> tuple[list[str], list[str]]:
     """Controller only: (the named rollouts the plan owes, lines about the rest and ``--lf``/``--ff``)."""
-    lines = []
+    lines: list[str] = []
     # the plan's names, owed and recorded, matter only to rollouts named: not built otherwise (60,000
     # names on a resume of a large run)
     owed = set(planned_names(plan)) if named else set()
     if getattr(config.option, "capevolve_rerun", False):  # a FAILED id pasted: its candidate's fresh tag
-        renamed = {rest: in_this_rerun(rest, plan.tags()) for rest in named}
-        named = {renamed[rest]: typed for rest, typed in named.items()}
-        moved = [f"{named[new]} as {new}" for rest, new in renamed.items() if new != rest and new in owed]
-        if moved:
-            lines.append(
-                f"--capevolve-rerun gives each candidate a fresh tag: {', '.join(moved[:3])}"
-                f"{' …' if len(moved) > 3 else ''} is run (a fresh rollout; the one recorded stays)"
-            )
+        named = _renamed_for_rerun(named, plan, owed, lines)
     recorded = ({f"{k.split}::{item_name(plan, k)}" for k in plan.all_keys()} - owed) if named else set()
     selected = [rest for rest in named if rest in owed]
     done = [typed for rest, typed in named.items() if rest in recorded]
@@ -114,20 +107,8 @@ def notes(
     # node ids (``path::name``) that name nothing under the spec
     others = [a for a in map(str, config.args) if "::" in a and rollout_named(a, spec_name) is None]
     nameless.update((other, other) for other in others)
-    unknown = list(nameless.values())
-    if unknown:  # a FAILED line's id pasted without its candidate: say how to name it
-        tag = next(iter(nameless)).rpartition("[")[2].rpartition("-t")[0]  # (a rerun's: its fresh tag)
-        # a FAILED id's tag: what its failed rollouts did is one command away, not another session
-        diagnose = pasteable(f"`capevolve diagnose {shlex.quote(tag)} PROJECT`", project_dir)
-        add = (
-            f"its tag {tag!r} is not in it: {diagnose} shows what its failed rollouts did and why; "
-            f"{_how_to_owe(tag, project_dir)}; or "
-        )
-        lines.append(
-            f"{unknown[0]}{' and others' if len(unknown) > 1 else ''} names no rollout of this session's "
-            f"plan, so nothing is run for it ({add if tag and tag not in plan.tags() else ''}"
-            "`pytest --co` with the same options lists the ids it owes)"
-        )
+    if nameless:
+        lines.append(_names_nothing_line(nameless, plan, project_dir))
     option = config.option
     flags = (("--lf", getattr(option, "lf", False)), ("--ff", getattr(option, "failedfirst", False)))
     asked = [flag for flag, on in flags if on]
@@ -138,6 +119,38 @@ def notes(
             f"the run still owes is paid as without it; {INSTEAD}"
         )
     return selected, lines
+
+
+def _renamed_for_rerun(
+    named: dict[str, str], plan: EvalPlan, owed: set[str], lines: list[str]
+) -> dict[str, str]:
+    """``named`` under the fresh tags ``--capevolve-rerun`` gave their candidates; a line when any moved."""
+    renamed = {rest: in_this_rerun(rest, plan.tags()) for rest in named}
+    named = {renamed[rest]: typed for rest, typed in named.items()}
+    moved = [f"{named[new]} as {new}" for rest, new in renamed.items() if new != rest and new in owed]
+    if moved:
+        lines.append(
+            f"--capevolve-rerun gives each candidate a fresh tag: {', '.join(moved[:3])}"
+            f"{' …' if len(moved) > 3 else ''} is run (a fresh rollout; the one recorded stays)"
+        )
+    return named
+
+
+def _names_nothing_line(nameless: dict[str, str], plan: EvalPlan, project_dir: Path | None) -> str:
+    """A FAILED line's id pasted without its candidate (or naming nothing): how to name it."""
+    unknown = list(nameless.values())
+    tag = next(iter(nameless)).rpartition("[")[2].rpartition("-t")[0]  # (a rerun's: its fresh tag)
+    # a FAILED id's tag: what its failed rollouts did is one command away, not another session
+    diagnose = pasteable(f"`capevolve diagnose {shlex.quote(tag)} PROJECT`", project_dir)
+    add = (
+        f"its tag {tag!r} is not in it: {diagnose} shows what its failed rollouts did and why; "
+        f"{_how_to_owe(tag, project_dir)}; or "
+    )
+    return (
+        f"{unknown[0]}{' and others' if len(unknown) > 1 else ''} names no rollout of this session's "
+        f"plan, so nothing is run for it ({add if tag and tag not in plan.tags() else ''}"
+        "`pytest --co` with the same options lists the ids it owes)"
+    )
 
 
 def stopped_early(config: pytest.Config, session: pytest.Session, exc: BaseException | None) -> str | None:
