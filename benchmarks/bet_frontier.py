@@ -32,6 +32,21 @@ its +0.10 N80 and at that +0.05 val (with a one-sided 95 % Clopper–Pearson bou
 costs × fixed. ``--synthetic`` repeats the type I on the synthetic mix.
 The swap p stops drawing resamples once its count already exceeds α's share: the same decision as
 all ``RESAMPLES``, fewer of them.
+
+Found (session 24; docs/reference/benchmarks.md has the table): no design here reaches ≤ 0.6× at
++0.10 and keeps +0.05. The cheapest that keeps it is ``fixed .10 no-fut`` — the +0.10 bets with no
+futility, the joint swap p of their final log-wealth at the end of val: 0.625 ± 0.015 (2,000
+candidates per N), 0.597 ± 0.024 (3,000), 0.617 ± 0.018 (6,000, ``--seed 2027``), pooled 0.617 ± 0.010
+(±2 SE); power at +0.05 0.012 ± 0.010 under the fixed gate's on the same 6,000 candidates; type I
+0.0498, 0.0485 (at 225 tasks) and 0.0492 (synthetic) on 20,000 nulls each
+(``--draws 3000 --nulls 20000 --only "fixed .10 no-fut"``, 707 s wall at load 13). Futility buys the
+last 0.04× and costs a quarter of the +0.05 power (``fixed .10 fut-2.5``, the √left rows); mixtures
+and the plug-in keep +0.05 and spend 0.61–0.67×.
+
+All at equal binary trials on both arms: the bets and the swap need each task's (a, b) exchangeable
+under the null. With unequal trials a design bets on the first min(k) trials of each arm (trial j
+against trial j); graded rewards need a design law over task means (any antisymmetric θ in (−1, 1)
+keeps the level).
 """
 
 from __future__ import annotations
