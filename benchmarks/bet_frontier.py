@@ -40,7 +40,9 @@ candidates per N), 0.597 ± 0.024 (3,000), 0.617 ± 0.018 (6,000, ``--seed 2027`
 (±2 SE); power at +0.05 0.012 ± 0.010 under the fixed gate's on the same 6,000 candidates; type I
 0.0498, 0.0485 (at 225 tasks) and 0.0492 (synthetic) on 20,000 nulls each
 (``--draws 3000 --nulls 20000 --only "fixed .10 no-fut"``, 707 s wall at load 13). Futility buys the
-last 0.04× and costs a quarter of the +0.05 power (``fixed .10 fut-2.5``, the √left rows); mixtures
+last 0.04× and costs a quarter of the +0.05 power (``fixed .10 fut-2.5``, the √left rows; on the
+3,000 candidates where no futility spent 0.597, ``fut-4.5`` spent 0.592 and lost 0.15 of the +0.05
+power, ``fut-3.5`` 0.584 and 0.22); mixtures
 and the plug-in keep +0.05 and spend 0.61–0.67× (``mix4 fut(.05)-2.5``: 0.641 ± 0.016 pooled over
 2,000 and 3,000 candidates, +0.05 power 0.002 ± 0.015 over the fixed gate's, type I 0.0480, 0.0477
 and 0.0502 on 20,000 nulls each).
@@ -246,6 +248,8 @@ def designs() -> list[Design]:
         Design("fixed .10 fut-2.5", fixed(0.10), low=low, note="outcome_bets.py's"),
         Design("fixed .10 no-fut", fixed(0.10)),
         Design("fixed .10 fut(.05)-2.5", fixed(0.10), low=low, futility=f05),
+        Design("fixed .10 fut-3.5", fixed(0.10), low=-3.5),
+        Design("fixed .10 fut-4.5", fixed(0.10), low=-4.5),
         Design("fixed .10 fut(.05)-2.5 end .05", fixed(0.10), low=low, futility=f05, end=f05),
         Design("fixed .08 fut(.05)-2.5 end .05", fixed(0.08), low=low, futility=f05, end=f05),
         Design("fixed .12 no-fut", fixed(0.12)),
