@@ -55,7 +55,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .agent import USAGE as AGENT_USAGE
     from .agent import forwarded, run_pytest, split_agent
 
-    code = forwarded(words)  # inside `capevolve agent`: the broker runs it, outside the boundary
+    try:
+        code = forwarded(words)  # inside `capevolve agent`: the broker runs it, outside the boundary
+    except BrokenPipeError:  # `| head` inside an agent: the same silent 141 as outside
+        return _pipe_closed()
     if code is not None:
         return code
     if words[:1] == ["pytest"] and words[1:2] not in (["-h"], ["--help"]):
@@ -77,12 +80,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             exc = Refusal(str(exc))  # damage found mid-command: a refusal for the loop's commands
         return report_error(args.command, exc)
     except BrokenPipeError:  # `| head` stopped reading: no error line, and no second one at exit
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return exitcodes.PIPE_CLOSED
+        return _pipe_closed()
     except OSError as exc:  # a full disk, a read-only run dir: one line naming the file, no traceback
         return report_error(args.command, exc)
     finally:
         print_notices()
+
+
+def _pipe_closed() -> int:
+    """The reader of stdout went away: nothing more is printed, and no second error at exit."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return exitcodes.PIPE_CLOSED
 
 
 if __name__ == "__main__":
