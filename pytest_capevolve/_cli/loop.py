@@ -29,12 +29,16 @@ def cmd_work_new(args: argparse.Namespace) -> int:
 
 def cmd_spend(args: argparse.Namespace) -> int:
     """Spend against every ceiling, whether N siblings fit, and stop / narrow / continue."""
+    from .._policy.alpha.gate_settings import handoff_schedule_note
     from .._policy.budget.spend import render_table, spend_report
 
     if args.n_siblings < 1:
         raise Refusal(f"--n-siblings {args.n_siblings}: give at least 1")
     spec, rundir = open_run(args)
-    report = spend_report(spec, rundir, n_siblings=args.n_siblings, nulls=args.nulls)
+    # a loop's command, read as the hand-off reads the run: the loop's schedule before a first decision
+    report = spend_report(spec, rundir, n_siblings=args.n_siblings, nulls=args.nulls, loop=True)
+    if note := handoff_schedule_note(spec, rundir):
+        report["schedule"] = note  # a one-shot gate as the first decision would freeze constant
     return emit(args, report, render_table, json_default=True)
 
 
