@@ -8,6 +8,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from .. import exitcodes
 from .._store.rundir import RunDirError
@@ -49,6 +50,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def parse(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse.Namespace:
+    """``words`` parsed, with the project folder also taken last, after the options
+    (``capevolve commit TAG --decision accept .``): argparse gives an optional positional nothing
+    once an option follows the one before it, and said "unrecognized arguments: ."."""
+    args, extra = parser.parse_known_args(words)
+    if extra:
+        late = len(extra) == 1 and not extra[0].startswith("-")
+        if not (late and getattr(args, "project", Path()) is None):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.project = Path(extra[0])
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, run the command, print its error as one line; return its exit code."""
     words = sys.argv[1:] if argv is None else list(argv)
@@ -66,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     agent_argv = None
     if words[:1] == ["agent"] and "--" in words:
         words, agent_argv = split_agent(words)
-    args = build_parser(words[0] if words else None).parse_args(words)
+    args = parse(build_parser(words[0] if words else None), words)
     if agent_argv is not None:
         args.agent_argv = agent_argv
     args.words = words  # a way on into a new run repeats them
