@@ -212,7 +212,9 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             numbers += f"  Δ̄ {round(row['delta_mean'], 4) + 0.0:+.4f}"  # never "-0.0000"
         if row["p_value"] is not None:
             numbers += f"  p {row['p_value']:.4g}"
-        lines.append(f"{row['tag']}  {row['decision']:<11}{row['basis'] or '':<16}{numbers}")
+        # an adopted accept has no numbers of its own: say why (its label), not a blank
+        basis = row["basis"] or ("adopted" if str(row.get("label") or "").startswith("adopted") else "")
+        lines.append(f"{row['tag']}  {row['decision']:<11}{basis:<16}{numbers}")
     lines.append(f"best {summary['best']!r}; accepted: {', '.join(summary['accepted']) or 'none'}")
     lines.append(f"stopped: {summary['stopped']}")
     return lines
