@@ -29,12 +29,16 @@ def cmd_work_new(args: argparse.Namespace) -> int:
 
 def cmd_spend(args: argparse.Namespace) -> int:
     """Spend against every ceiling, whether N siblings fit, and stop / narrow / continue."""
+    from .._policy.alpha.gate_settings import handoff_schedule_note
     from .._policy.budget.spend import render_table, spend_report
 
     if args.n_siblings < 1:
         raise Refusal(f"--n-siblings {args.n_siblings}: give at least 1")
     spec, rundir = open_run(args)
-    report = spend_report(spec, rundir, n_siblings=args.n_siblings, nulls=args.nulls)
+    # a loop's command, read as the hand-off reads the run: the loop's schedule before a first decision
+    report = spend_report(spec, rundir, n_siblings=args.n_siblings, nulls=args.nulls, loop=True)
+    if note := handoff_schedule_note(spec, rundir):
+        report["schedule"] = note  # a one-shot gate as the first decision would freeze constant
     return emit(args, report, render_table, json_default=True)
 
 
@@ -208,7 +212,9 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             numbers += f"  Δ̄ {round(row['delta_mean'], 4) + 0.0:+.4f}"  # never "-0.0000"
         if row["p_value"] is not None:
             numbers += f"  p {row['p_value']:.4g}"
-        lines.append(f"{row['tag']}  {row['decision']:<11}{row['basis'] or '':<16}{numbers}")
+        # an adopted accept has no numbers of its own: say why (its label), not a blank
+        basis = row["basis"] or ("adopted" if str(row.get("label") or "").startswith("adopted") else "")
+        lines.append(f"{row['tag']}  {row['decision']:<11}{basis:<16}{numbers}")
     lines.append(f"best {summary['best']!r}; accepted: {', '.join(summary['accepted']) or 'none'}")
     lines.append(f"stopped: {summary['stopped']}")
     return lines

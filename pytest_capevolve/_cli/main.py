@@ -8,6 +8,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from .. import exitcodes
 from .._store.rundir import RunDirError
@@ -49,13 +50,29 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def parse(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse.Namespace:
+    """``words`` parsed, with the project folder also taken last, after the options
+    (``capevolve commit TAG --decision accept .``): argparse gives an optional positional nothing
+    once an option follows the one before it, and said "unrecognized arguments: ."."""
+    args, extra = parser.parse_known_args(words)
+    if extra:
+        late = len(extra) == 1 and not extra[0].startswith("-")
+        if not (late and getattr(args, "project", Path()) is None):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.project = Path(extra[0])
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, run the command, print its error as one line; return its exit code."""
     words = sys.argv[1:] if argv is None else list(argv)
     from .agent import USAGE as AGENT_USAGE
     from .agent import forwarded, run_pytest, split_agent
 
-    code = forwarded(words)  # inside `capevolve agent`: the broker runs it, outside the boundary
+    try:
+        code = forwarded(words)  # inside `capevolve agent`: the broker runs it, outside the boundary
+    except BrokenPipeError:  # `| head` inside an agent: the same silent 141 as outside
+        return _pipe_closed()
     if code is not None:
         return code
     if words[:1] == ["pytest"] and words[1:2] not in (["-h"], ["--help"]):
@@ -63,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     agent_argv = None
     if words[:1] == ["agent"] and "--" in words:
         words, agent_argv = split_agent(words)
-    args = build_parser(words[0] if words else None).parse_args(words)
+    args = parse(build_parser(words[0] if words else None), words)
     if agent_argv is not None:
         args.agent_argv = agent_argv
     args.words = words  # a way on into a new run repeats them
@@ -77,12 +94,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             exc = Refusal(str(exc))  # damage found mid-command: a refusal for the loop's commands
         return report_error(args.command, exc)
     except BrokenPipeError:  # `| head` stopped reading: no error line, and no second one at exit
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return exitcodes.PIPE_CLOSED
+        return _pipe_closed()
     except OSError as exc:  # a full disk, a read-only run dir: one line naming the file, no traceback
         return report_error(args.command, exc)
     finally:
         print_notices()
+
+
+def _pipe_closed() -> int:
+    """The reader of stdout went away: nothing more is printed, and no second error at exit."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return exitcodes.PIPE_CLOSED
 
 
 if __name__ == "__main__":

@@ -103,11 +103,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
             )
         code = _finalize(args, spec, rundir)
     elif sealed:  # a look at the table must never spend the one test score
-        print(
-            f"test split sealed: this table is val only; `{_finalize_words(args, spec, rundir)}` scores "
-            "the test split once (the run then chooses no new best)",
-            file=human(args),
-        )
+        print(_sealed_line(args, spec, rundir), file=human(args))
     result = measure(spec, rundir, train_note=train)
     try:
         report: Path | None = rundir.write_report(render_markdown(result))
@@ -117,6 +113,25 @@ def cmd_measure(args: argparse.Namespace) -> int:
     answer = {**dataclasses.asdict(result), "report": report, "finalize_exit": code}
     emit(args, answer, lambda _: [*render_text(result), where])
     return code
+
+
+def _sealed_line(args: argparse.Namespace, spec: Any, rundir: RunDir) -> str:
+    """What an unscored test split's table says: the finalize that scores it, or, where another run of the
+    project scored its test tasks (that finalize is refused as held out), the one that scores it labelled."""
+    from .._show.runs import scored_elsewhere
+    from .._store.memory.project_seal import REUSED_LABEL
+
+    words = _finalize_words(args, spec, rundir)
+    if taken := scored_elsewhere(spec.project_dir, rundir):
+        return (
+            f"test split unscored, and its test tasks were scored by run {', '.join(taken)}: a finalize of "
+            f"this run is refused as held out, so this table is val only; `{words} --capevolve-test-reused` "
+            f"scores it labelled '{REUSED_LABEL}', or a new run with new test tasks gives a held-out one"
+        )
+    return (
+        f"test split sealed: this table is val only; `{words}` scores the test split once (the run then "
+        "chooses no new best)"
+    )
 
 
 def _finalize_words(args: argparse.Namespace, spec: Any, rundir: RunDir) -> str:

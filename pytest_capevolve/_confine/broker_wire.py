@@ -77,23 +77,36 @@ def forward(fd: int, argv: list[str], cwd: str) -> int:
 
 
 def _relay(conn: socket.socket) -> int:
-    reader = conn.makefile("rb")
-    while True:
-        head = reader.read(_HEADER.size)
-        if len(head) < _HEADER.size:
-            raise BrokerGone(
-                "it closed this request before its exit code; it stops writing to a reader that "
-                "reads nothing for minutes, and what the command records is kept"
-            )
-        kind, length = _HEADER.unpack(head)
-        body = reader.read(length)
-        if kind == EXIT:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            return int(body.decode("ascii"))
-        stream = sys.stdout if kind == OUT else sys.stderr
-        stream.buffer.write(body)
-        stream.buffer.flush()
+    """Copy the command's frames here until its exit code. A reader of stdout that went away (`| head`)
+    stops the copy of stdout only: stderr still arrives, the command runs to its end outside, and the
+    closed pipe is raised then (the CLI's one handler for it), never a traceback mid-copy."""
+    with conn.makefile("rb") as reader:
+        closed: BrokenPipeError | None = None
+        while True:
+            head = reader.read(_HEADER.size)
+            if len(head) < _HEADER.size:
+                raise BrokerGone(
+                    "it closed this request before its exit code; it stops writing to a reader that "
+                    "reads nothing for minutes, and what the command records is kept"
+                )
+            kind, length = _HEADER.unpack(head)
+            body = reader.read(length)
+            if kind == EXIT:
+                if closed is not None:
+                    raise closed
+                sys.stdout.flush()
+                sys.stderr.flush()
+                return int(body.decode("ascii"))
+            if kind == OUT and closed is not None:
+                continue
+            stream = sys.stdout if kind == OUT else sys.stderr
+            try:
+                stream.buffer.write(body)
+                stream.buffer.flush()
+            except BrokenPipeError as exc:
+                if kind != OUT:
+                    raise
+                closed = exc
 
 
 @dataclass

@@ -29,7 +29,7 @@ from .._store.rundir import RunDir
 from .git_store import CandidateStore, StoreError
 from .journal import numbers, proposals, proposed_event
 
-SUMMARY_KEYS = ("tag", "decision", "basis", "delta_mean", "p_value")  # and the optimizer's outcome
+SUMMARY_KEYS = ("tag", "decision", "basis", "delta_mean", "p_value", "label")  # and the optimizer's outcome
 
 
 def booked_decision(verdict: dict[str, Any]) -> tuple[str, str | None]:

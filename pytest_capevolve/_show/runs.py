@@ -75,6 +75,11 @@ def render_runs(rows: list[dict[str, Any]]) -> list[str]:
     return aligned([header, *body], left=2) + [_taken_line(row) for row in rows if row.get("test_scored_by")]
 
 
+def scored_elsewhere(project_dir: Path, rundir: RunDir) -> list[str]:
+    """The other runs of the project that scored some of this unscored run's test tasks."""
+    return _scored_elsewhere(project_dir, rundir, None)
+
+
 def _scored_elsewhere(
     project_dir: Path, rundir: RunDir, project_scored: list[ScoredTests] | None
 ) -> list[str]:

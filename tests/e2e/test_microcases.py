@@ -337,6 +337,21 @@ def test_gen_never_copies_the_gold_answer(example, projects, capevolve, capsys):
     assert "where a candidate reads" in capsys.readouterr().err
 
 
+def test_the_ci_recipe_and_its_page_branch_on_every_code_a_gate_session_ends_with(repo):
+    """A gate of bytes an earlier run accepted exits 15 (a repeat), and the recipe's `case` printed
+    "::error::usage or spec error (exit 15)"; the page's copy of it, the same."""
+    from pytest_capevolve import exitcodes
+
+    gate_codes = {exitcodes.REJECTED, exitcodes.INDECISIVE, exitcodes.INFRA_FAILURE}
+    gate_codes |= {exitcodes.PROVISIONAL, exitcodes.REPEATED}
+    for text in (
+        (repo / "examples" / "ci" / "github-actions.yml").read_text(),
+        (repo / "docs" / "how-to" / "ci.md").read_text(),
+    ):
+        branched = {int(code) for code in re.findall(r"^\s*(\d+)\)\s+echo", text, re.M)}
+        assert gate_codes | {exitcodes.OK} <= branched, sorted(branched)
+
+
 def test_the_ci_recipe_uses_only_real_options(pytester, repo):
     recipe = yaml.safe_load((repo / "examples" / "ci" / "github-actions.yml").read_text())
     runs = "\n".join(step.get("run", "") for job in recipe["jobs"].values() for step in job["steps"])
@@ -345,4 +360,4 @@ def test_the_ci_recipe_uses_only_real_options(pytester, repo):
     for flag in set(re.findall(r"--capevolve-[a-z-]+", runs)):
         assert flag in help_text, flag
     for command in set(re.findall(r"capevolve (\w+) ", textwrap.dedent(runs))):
-        assert command in {"measure", "gate", "plan", "check", "verify", "microcase"}, command
+        assert command in {"measure", "gate", "plan", "check", "verify", "microcase", "commit"}, command

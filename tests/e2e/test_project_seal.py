@@ -57,6 +57,10 @@ def test_a_new_run_does_not_score_the_projects_scored_test_tasks_unsaid(
     refused()  # the file is gone: the earlier run's log says it scored them
     code, _, err = run(capsys, "measure", str(project), "--finalize")
     assert code != 0 and "the test row stays sealed" in err
+    # a look at the table names the finalize that is not refused (it said plain `--finalize`)
+    code, out, _ = run(capsys, "measure", str(project))
+    said = f"`capevolve measure {project.name} --finalize --capevolve-test-reused` scores it labelled"
+    assert code == 0 and f"its test tasks were scored by run {first.name}" in out and said in out, out
 
     xml = tmp_path / "finalize.xml"
     scored = capevolve(project, finalize=True, extra=["--capevolve-test-reused", f"--junitxml={xml}"])

@@ -46,6 +46,28 @@ def test_before_any_rollout_affordability_is_unknown_never_yes(example, projects
     assert report["best"]["full_val"] is False
 
 
+def test_before_the_first_decision_spend_names_the_level_the_loops_gate_takes(
+    one_trial_baseline, projects, capevolve, spend, capsys
+):
+    """The playbook's step 3, `capevolve spend` right after `capevolve baseline`, said "the next gets
+    α = 0.05 (constant)" while baseline said addis at 1/64, and the gate of the work copy that
+    followed was taken at 1/64: the loop planned against a level its gate never used. spend reads
+    the run as the hand-off does (the loop's schedule, unless the spec names one) and says, as
+    baseline does, that a one-shot gate would freeze constant instead."""
+    project = one_trial_baseline
+    report = spend(project)
+    assert report["resolution"]["how"].startswith("gate_alpha_schedule addis"), report["resolution"]
+    assert "constant" in report["schedule"]
+
+    assert main(["work", "new", "cand", str(project)]) == 0
+    work = RunDir(projects.run_dir(project)).work_dir("cand")
+    (work / "notes.md").write_text("a changed candidate\n")
+    result = capevolve(project, work, gate=True, extra=["--capevolve-commit", "none"])
+    assert result.ret in (0, 10), result.stdout.str()[-2000:]
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "cand.json").read_text())
+    assert verdict["alpha_budget"]["alpha_j"] == pytest.approx(report["resolution"]["level"])
+
+
 def test_siblings_that_would_cross_a_ceiling_are_not_affordable(example, projects, capevolve, spend, capsys):
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 2")

@@ -304,3 +304,30 @@ def test_a_commit_of_a_tag_never_gated_names_its_folder_in_the_gate_that_books_i
     gated = pytester.runpytest(*pasted[1:], "-p", "no:cacheprovider")
     assert gated.ret == 0, gated.stdout.str()[-3000:]
     assert json.loads((projects.run_dir(project) / "state.json").read_text())["best_id"] == "careful"
+
+
+def test_a_microcase_reject_tried_as_an_accept_names_its_own_basis_to_book(
+    example, projects, capevolve, capsys
+):
+    """A candidate a microcase rejected (`--capevolve-commit none`), tried as an accept: the refusal
+    said "Book what it decided (capevolve commit TAG --decision reject --reject-basis gate)", and
+    pasted, the ledger and rejected.jsonl said the gate refuted an edit no rollout ever measured.
+    The way on names the basis the verdict holds, and pasted, books it."""
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    upsell = project / "candidates" / "upsell"
+    upsell.mkdir()
+    (upsell / "prompt.md").write_text(
+        (project / "capability" / "prompt.md").read_text() + "RULE:always-upsell\n"
+    )
+    gated = capevolve(project, "upsell", gate=True, extra=["--capevolve-commit", "none"])
+    assert gated.ret == 10 and "micro_test_fail" in gated.stdout.str(), gated.stdout.str()[-2000:]
+
+    code, _, err = run(capsys, "commit", "upsell", str(project), "--decision", "accept")
+
+    assert code == 2 and "--reject-basis micro_test_fail)" in err, err
+    pasted = shlex.split(err.split("Book what it decided (", 1)[1].split(")", 1)[0])
+    assert pasted[:2] == ["capevolve", "commit"], pasted
+    code, out, err = run(capsys, *pasted[1:3], str(project), *pasted[3:])  # the project after its tag
+    assert code == 0, err
+    assert json.loads(out)["basis"] == "micro_test_fail"

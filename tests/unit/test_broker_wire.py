@@ -60,3 +60,47 @@ def test_subprocess_closes_the_socket_unless_passed_on() -> None:
 def test_outside_an_agent_nothing_is_forwarded(monkeypatch, value) -> None:
     monkeypatch.setenv(BROKER_ENV, value)
     assert forwarded(["spend"]) is None
+
+
+class _ClosedPipe:
+    """A stdout whose reader went away (`capevolve … | head` inside an agent), on a real descriptor."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = self
+
+    def write(self, data: object) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        return self.fd
+
+
+def test_a_reader_that_stops_early_inside_an_agent_is_no_traceback(monkeypatch, capsys, tmp_path) -> None:
+    """`capevolve commit … | head -c 200` inside `capevolve agent` printed a BrokenPipeError
+    traceback from the relay of the broker's output, where the same command outside an agent is
+    a silent 141. Now: stdout stops, stderr still arrives, and the code is the same 141."""
+    import socket
+
+    from pytest_capevolve._cli.main import main
+    from pytest_capevolve._confine import broker_wire
+
+    here, there = socket.socketpair()
+    frames = [(broker_wire.OUT, b'{"decision": '), (broker_wire.OUT, b'"reject"}\n')]
+    frames += [(broker_wire.ERR, b"a line for people\n"), (broker_wire.EXIT, b"0")]
+    for kind, body in frames:
+        there.sendall(broker_wire._HEADER.pack(kind, len(body)) + body)
+    there.close()
+    monkeypatch.setenv(BROKER_ENV, "3")
+    monkeypatch.setattr(broker_wire, "forward", lambda fd, argv, cwd: broker_wire._relay(here))
+    try:
+        with (tmp_path / "out").open("w") as out:
+            monkeypatch.setattr("sys.stdout", _ClosedPipe(out.fileno()))
+            code = main(["spend"])
+    finally:
+        here.close()
+    assert code == exitcodes.PIPE_CLOSED == 141
+    assert capsys.readouterr().err == "a line for people\n"

@@ -140,3 +140,17 @@ def test_table_form_dots_a_nested_answer_rather_than_printing_a_dict() -> None:
 
     answer = {"best": {"tag": "seed", "mean": 0.123456, "empty": {}}, "n": 3}
     assert key_lines(answer) == ["best.empty: {}", "best.mean: 0.1235", "best.tag: seed", "n: 3"]
+
+
+def test_a_loops_table_says_an_adopted_accept_is_adopted() -> None:
+    """`capevolve hill-climb --new-run --table` printed `cand_0001  accept` and nothing else for bytes an
+    earlier run accepted (no Δ̄, no p: nothing was gated), where its log line said "adopted"."""
+    from pytest_capevolve._cli.loop import summary_lines
+
+    row = {"tag": "cand_0001", "decision": "accept", "basis": None, "delta_mean": None, "p_value": None}
+    summary = {"run_id": "r", "best": "cand_0001", "accepted": ["cand_0001"], "stopped": "max iterations"}
+    label = "adopted: accepted against the same bytes as 'seed' in run r0, not gated again"
+    (line,) = [
+        x for x in summary_lines({**summary, "iterations": [{**row, "label": label}]}) if "cand_0001  " in x
+    ]
+    assert line.split() == ["cand_0001", "accept", "adopted"]

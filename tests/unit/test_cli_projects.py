@@ -73,3 +73,37 @@ def test_measure_takes_the_flag_its_finalizes_seal_refusal_names() -> None:
     assert "--capevolve-test-reused" in said
     args = build_parser("measure").parse_args(["measure", "--finalize", "--capevolve-test-reused"])
     assert args.test_reused is True
+
+
+def _takes_a_project_folder(command: str) -> bool:
+    head, tail = _words(command)
+    return hasattr(build_parser(command).parse_args([*head, *tail]), "project")
+
+
+def _words(command: str) -> tuple[list[str], list[str]]:
+    nested = ("work", "microcase", "mechanism")
+    if command in nested:
+        return [command, NEEDS[command][0]], NEEDS[command][1:]
+    return [command], NEEDS[command]
+
+
+@pytest.mark.parametrize("command", [c for c in sorted(NEEDS) if _takes_a_project_folder(c)])
+def test_the_project_folder_may_come_last_after_the_options(command, tmp_path: Path, capsys) -> None:
+    """`capevolve commit TAG --decision reject --reject-basis gate .` said "unrecognized arguments: .":
+    argparse gives an optional positional nothing once an option follows the tag. The folder is
+    taken last as it is first."""
+    nowhere = tmp_path / "nowhere"
+    head, tail = _words(command)
+    capsys.readouterr()
+    assert main([*head, *tail, str(nowhere)]) == exitcodes.USAGE
+    assert (
+        capsys.readouterr().err
+        == f"error: no such project folder: {nowhere}; give a folder holding capevolve.yaml\n"
+    )
+
+
+def test_a_second_word_after_the_options_is_still_refused(capsys) -> None:
+    with pytest.raises(SystemExit) as refused:
+        main(["commit", "careful", "--decision", "accept", "here", "there"])
+    assert refused.value.code == 2
+    assert "unrecognized arguments: here there" in capsys.readouterr().err

@@ -137,8 +137,8 @@ def full_verdict_against_best(
         raise CommitRefused(
             f"accepting {tag!r} needs a full-val verdict against the current best {best!r}; its "
             f"verdict scored no val task ({verdict.get('decision')}: {verdict.get('reason')}). Book "
-            f"what it decided (capevolve commit {tag} --decision reject --reject-basis gate), or "
-            "change the bytes and gate them under a new tag"
+            f"what it decided (capevolve commit {tag} --decision reject --reject-basis "
+            f"{_booked_basis(verdict)}), or change the bytes and gate them under a new tag"
         )
     if not full or verdict is None or verdict.get("against") != best:
         seen = "no verdict" if verdict is None else f"a verdict against {verdict.get('against')!r}"
@@ -147,6 +147,13 @@ def full_verdict_against_best(
             f"{seen}. Gate it: {evaluating(rundir, tag, '--capevolve-gate')}"
         )
     return verdict
+
+
+def _booked_basis(verdict: dict[str, Any]) -> str:
+    """The basis a reject of a verdict that scored nothing is booked on: its own, where commit takes it
+    (a microcase's, a repeat's), else the gate's — never a gate that refuted what no rollout measured."""
+    basis = verdict.get("basis")
+    return str(basis) if verdict.get("decision") == "reject" and basis in REJECT_BASES else Basis.GATE
 
 
 def source_folder(rundir: RunDir, tag: str) -> Path:

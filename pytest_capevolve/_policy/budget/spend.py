@@ -401,6 +401,7 @@ def render_table(report: dict[str, Any]) -> list[str]:
     lines += [
         f"  {v['advice']}",
         f"resolution: {report['resolution']['sentence']}",
+        *([f"schedule: {report['schedule']}"] if report.get("schedule") else []),
         report["calibration"]["text"],
     ]
     screens = report.get("screens") or {}
