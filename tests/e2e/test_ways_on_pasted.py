@@ -322,6 +322,13 @@ def test_a_microcase_reject_tried_as_an_accept_names_its_own_basis_to_book(
     )
     gated = capevolve(project, "upsell", gate=True, extra=["--capevolve-commit", "none"])
     assert gated.ret == 10 and "micro_test_fail" in gated.stdout.str(), gated.stdout.str()[-2000:]
+    # booked by hand as the gate's reject: refused, naming the verdict's own basis
+    code, _, err = run(
+        capsys, "commit", "upsell", str(project), "--decision", "reject", "--reject-basis", "gate"
+    )
+    assert code == 2 and "was not refuted by the gate" in err and "--reject-basis micro_test_fail`" in err, (
+        err
+    )
 
     code, _, err = run(capsys, "commit", "upsell", str(project), "--decision", "accept")
 

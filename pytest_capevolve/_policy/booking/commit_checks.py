@@ -56,6 +56,8 @@ def check_evidence(spec: Spec, rundir: RunDir, asked: Asked, *, adopted: bool) -
     tag, basis = asked.tag, asked.basis
     if asked.decision == "accept" and not adopted:
         first_decision_stands(rundir, tag, asked.verdict)
+    if basis == Basis.GATE:
+        check_gate_scored(rundir, tag, asked.verdict)
     if basis in SCREEN_KILL_BASES:
         check_screen_kill(rundir, tag, basis)
     if basis in EVIDENCED_BASES:
@@ -147,6 +149,21 @@ def full_verdict_against_best(
             f"{seen}. Gate it: {evaluating(rundir, tag, '--capevolve-gate')}"
         )
     return verdict
+
+
+def check_gate_scored(rundir: RunDir, tag: str, verdict: dict[str, Any] | None) -> None:
+    """A reject on basis ``gate`` of a verdict that scored nothing on a basis of its own (a microcase's, a
+    repeat's): the ledger and rejected.jsonl would say the gate refuted an edit no rollout measured."""
+    if verdict is None or verdict.get("n_tasks", 0) > 0 or _booked_basis(verdict) == Basis.GATE:
+        return
+    raise CommitRefused(
+        f"{tag!r} was not refuted by the gate: its verdict scored no val task ({verdict.get('decision')}: "
+        f"{verdict.get('reason')}). Book what it decided: "
+        + pasteable(
+            f"`capevolve commit {tag} PROJECT --decision reject --reject-basis {_booked_basis(verdict)}`",
+            rundir.project_dir,
+        )
+    )
 
 
 def _booked_basis(verdict: dict[str, Any]) -> str:
