@@ -22,7 +22,7 @@ from ..._project.blocks import first_trial
 from ..._project.candidate import legacy_escape_id
 from ..._project.splits import TEST_SPLIT, TestSealError
 from ..decisions.state import SPEND_FLUSH_EVERY, RunState
-from ..files import atomic_write_text, write_new_text
+from ..files import RunDirError, atomic_write_text, write_new_text
 from ..log.event_kinds import ROLLOUT, SESSION_LEFT
 from ..log.events import EventLog
 from ..log.outcome_ledger import Key, Outcome, OutcomeLedger, outcome
@@ -200,9 +200,9 @@ class RolloutFiles(RolloutReadBack):
         lock from rows held just now to the log's outcomes and their files, and only when those rows
         are every outcome the log holds; anything moved (a file read again, quarantined or gone) and
         none is written: the next session takes the full path."""
-        if self.summary.rows() is not None:
-            return
         try:
+            if self.summary.rows() is not None:
+                return
             with self.lock():
                 self.index_view.sync()
                 truth = self._truth()
@@ -219,7 +219,7 @@ class RolloutFiles(RolloutReadBack):
                 ):
                     return
                 self.summary.write(every, version)
-        except (IndexDamaged, OSError):  # the summary is a shortcut: without it, the full path
+        except (IndexDamaged, OSError, RunDirError):  # a shortcut: without it, the full path
             return
 
     def _checked_rows(
