@@ -126,7 +126,7 @@ READERS = {"diagnose": _diagnosed, "dashboard": _dashboard, "verify": _verified}
         "prevented: every reader of a rollout file's bytes (diagnose, the handover, the dashboard's "
         "drill-down, an LLM judge's re-scoring and pairwise judging, a session that reads a file "
         "again, the seal for test, `capevolve verify`) holds them to the sha256 its `rollout` event "
-        "recorded before use: quarantined and paid again, never shown, re-scored or reused (verify "
+        "recorded before use: quarantined and paid again (the judge refuses), never shown, re-scored or reused (verify "
         "names it, `--repair` moves it). A resume with nothing owed reads no file: the outcomes a "
         "decision reads are the sealed summary's rows, bound to the log by its chained line, and a "
         "file edited in place (no file came or went) is left to its readers"

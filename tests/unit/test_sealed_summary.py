@@ -38,7 +38,7 @@ def _written(tmp_path: Path) -> RunDir:
     (run.root / "rollouts" / "val").mkdir(parents=True)
     run.log.append_event("session_left", checkpoint=0)
     with run.lock():
-        SealedSummary(run.root, run.log).write(ROWS, "v1")
+        (summary := SealedSummary(run.root, run.log)).write(ROWS, "v1", summary.stamps())
     return run
 
 
@@ -84,7 +84,7 @@ def test_no_line_after_it_or_no_line_at_all_serve_nothing(tmp_path: Path) -> Non
     run.log.append_event("session_left", checkpoint=0)
     assert _serves(run) is None  # never written
     with run.lock():
-        SealedSummary(run.root, run.log).write(ROWS, "v1")
+        (summary := SealedSummary(run.root, run.log)).write(ROWS, "v1", summary.stamps())
     lines = (run.root / "events.jsonl").read_text().splitlines(keepends=True)
     (run.root / "events.jsonl").write_text("".join(lines[:-1]))  # the line recording its hash, gone
     assert _serves(run) is None

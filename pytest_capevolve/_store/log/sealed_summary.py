@@ -121,10 +121,16 @@ class SealedSummary:
         self._position, self._folders = (int(line["offset"]), int(line["upto"])), folders
         return version, rows
 
-    def write(self, rows: Sequence[Row], rows_version: str) -> None:
+    def stamps(self) -> dict[str, list[int] | None]:
+        """Each split folder's stamp, taken before the rows are held to their files (what :meth:`write`
+        binds: anything moved after it moves the stamp)."""
+        return {split: folder_stamp(self._folder(split)) for split in SUMMARIZED_SPLITS}
+
+    def write(self, rows: Sequence[Row], rows_version: str, stamps: dict[str, list[int] | None]) -> None:
         """Under the run's lock, after the session's last rollout append: the summary of ``rows``
-        (every train and val row, just held to the log and their files), then its chained line and a
-        line after it recording that line's hash. An ``OSError`` leaves no line: nothing serves."""
+        (every train and val row, just held to the log and their files; ``stamps`` taken before),
+        then its chained line and a line after it recording that line's hash. An ``OSError`` leaves
+        no line: nothing serves."""
         size, _, seq = self.log.tail()
         width = len(rows[0]) if rows else 0
         summary = {
@@ -132,7 +138,7 @@ class SealedSummary:
             "offset": size,
             "upto": seq,
             "rows_version": rows_version,
-            "folders": {split: folder_stamp(self._folder(split)) for split in SUMMARIZED_SPLITS},
+            "folders": stamps,
             "columns": [_encoded([row[at] for row in rows]) for at in range(width)],
         }
         text = json.dumps(summary, separators=(",", ":"), allow_nan=False)

@@ -197,20 +197,21 @@ class RolloutFiles(RolloutReadBack):
     def seal_summary(self) -> None:
         """As the record keeper leaves, after its last rollout append: the sealed summary of every train
         and val row (:mod:`..log.sealed_summary`), unless the one there still holds. Written under the
-        lock from rows held just now to the log's outcomes and their files, and only when those rows
-        are every outcome the log holds; anything moved (a file read again, quarantined or gone) and
-        none is written: the next session takes the full path."""
+        lock, and only when every row is just then its file's size and mtime, no other file is in its
+        folder, and the rows are every outcome the log holds; anything else (a file to read again, a
+        file gone) and none is written, nothing is moved: the next session takes the full path and
+        does what it always did. The folders are stamped before that check, so a file deleted or
+        renamed over during it is seen too."""
         try:
             if self.summary.rows() is not None:
                 return
             with self.lock():
+                stamps = self.summary.stamps()
                 self.index_view.sync()
                 truth = self._truth()
                 version = self.index.rows_version()
-                for split in SUMMARIZED_SPLITS:
-                    self._checked_rows(split, None, truth)
                 every = self.index.every()
-                if self.index.rows_version() != version or len(every) != len(truth):
+                if len(every) != len(truth) or not all(self._unmoved(split) for split in SUMMARIZED_SPLITS):
                     return
                 if not self.ledger.mirrors(truth, every) and any(
                     truth.get((row[0], row[_TAG], row[_TASK], row[_TRIAL]))
@@ -218,9 +219,31 @@ class RolloutFiles(RolloutReadBack):
                     for row in every
                 ):
                     return
-                self.summary.write(every, version)
+                self.summary.write(every, version, stamps)
         except (IndexDamaged, OSError, RunDirError):  # a shortcut: without it, the full path
             return
+
+    def _unmoved(self, split: str) -> bool:
+        """Whether each of the split's rows names a file of its size and mtime and no other file is in
+        its folder: what :meth:`_checked_rows` passes without reading a file (nothing is moved here)."""
+        rows = self.index.rows(split)
+        folder = self.root / "rollouts" / split
+        try:
+            on_disk = sum(1 for name in os.listdir(folder) if name.endswith(".json"))
+            folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            return not rows
+        name_at = len(FIELDS_INDEX)
+        try:
+            for row in rows:  # names are unique (one file per key): as many as on disk is all of them
+                found = os.stat(row[name_at], dir_fd=folder_fd)
+                if found.st_size != row[name_at + 1] or found.st_mtime_ns != row[name_at + 2]:
+                    return False
+        except FileNotFoundError:
+            return False
+        finally:
+            os.close(folder_fd)
+        return on_disk == len(rows)
 
     def _checked_rows(
         self, split: str, wanted: set[str] | None, truth: dict[Key, Outcome] | None = None
@@ -352,9 +375,9 @@ class RolloutFiles(RolloutReadBack):
         folder = self.root / "rollouts" / split
         found = []
         with self.lock():
-            truth, digests = (
-                self._test_truth() if split == TEST_SPLIT else (self._truth(), self.digests.current())
-            )
+            # train and val: outcomes held here; their other bytes by the one reader of them, the
+            # judge (``_policy/gate/judge.py`` ``HeldToEvents``), which refuses rather than drops
+            truth, digests = self._test_truth() if split == TEST_SPLIT else (self._truth(), None)
         for path in sorted(folder.glob("*.json")):
             record = self._read_one(path, truth, digests)
             if record is not None:
