@@ -196,6 +196,8 @@ class Persistence:
         try:
             if self.unwritable is None:
                 self.rundir.flush()  # a view of the log: skipping it (a crash) loses nothing
+                # after the session's last append: what the next resume with nothing owed reads
+                self.rundir.rollouts.seal_summary()
         except OSError as exc:  # a full disk at the very end: the views wait for the next session
             self.unwritable = exc
         finally:

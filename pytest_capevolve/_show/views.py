@@ -16,11 +16,18 @@ from typing import Any
 from .. import __version__
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
-from .._store.log.event_kinds import SESSION_FINISHED, SESSION_LOAD, SESSION_STARTED
+from .._store.log.event_kinds import (
+    ROLLOUTS_SUMMARIZED,
+    SESSION_FINISHED,
+    SESSION_LEFT,
+    SESSION_LOAD,
+    SESSION_STARTED,
+)
 from .._store.rollouts.index import IndexDamaged
 from .._store.rundir import RunDir
 
-QUIET_EVENTS = frozenset({SESSION_STARTED, SESSION_FINISHED, SESSION_LOAD})  # nothing a page shows
+# nothing a page shows (the sealed summary's line and the line after it come after the pages' stamp)
+QUIET_EVENTS = frozenset({SESSION_STARTED, SESSION_FINISHED, SESSION_LOAD, ROLLOUTS_SUMMARIZED, SESSION_LEFT})
 
 
 def refresh(spec: Spec, rundir: RunDir, known: dict[str, Any]) -> str | None:

@@ -211,6 +211,9 @@ def test_a_file_edited_to_a_bad_reward_is_quarantined_and_paid_again(example, pr
     record = json.loads(path.read_text())
     record["reward"], record["cost_usd"] = 7.0, float("nan")
     path.write_text(json.dumps(record))
+    # edited in place, no file came or went: the sealed summary would serve and leave the file to
+    # its readers (tests/e2e/test_attacks_rollout_bytes.py); a session that reads it (the full path)
+    (projects.run_dir(project) / "rollouts.summary.json").unlink()
     result = capevolve(project)
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     result.stdout.fnmatch_lines(["*n01__seed__t0.json: reward 7.0 is not a number in [[]0, 1]*quarantined*"])

@@ -87,6 +87,35 @@ def test_an_output_or_trace_edited_in_a_rollout_file_is_named_by_verify_and_quar
     assert main(["verify", str(rundir)]) == 0, capsys.readouterr().out
 
 
+def _failed_seed_file(rundir: Path) -> Path:
+    """A val file of the seed's that failed: one the dashboard's drill-down and diagnose show."""
+    return next(
+        path
+        for path in sorted((rundir / "rollouts" / "val").glob("*__seed__t*.json"))
+        if json.loads(path.read_text())["reward"] == 0.0
+    )
+
+
+def _diagnosed(project: Path, rundir: Path, capsys) -> str:
+    assert main(["diagnose", "seed", "--project", str(project), "--json"]) == 0
+    return capsys.readouterr().out
+
+
+def _dashboard(project: Path, rundir: Path, capsys) -> str:
+    assert main(["dashboard", str(project)]) == 0
+    return capsys.readouterr().out + (rundir / "dashboard.html").read_text()
+
+
+def _verified(project: Path, rundir: Path, capsys) -> str:
+    assert main(["verify", str(rundir)]) == 1  # named: the bytes differ from the event's sha256
+    named = capsys.readouterr().out
+    assert main(["verify", "--repair", str(rundir)]) == 0, capsys.readouterr().out
+    return named.replace(BYTES_DIFFER, "")
+
+
+READERS = {"diagnose": _diagnosed, "dashboard": _dashboard, "verify": _verified}
+
+
 @pytest.mark.attack(
     "record",
     attack=(
@@ -94,32 +123,39 @@ def test_an_output_or_trace_edited_in_a_rollout_file_is_named_by_verify_and_quar
         "handover, an LLM judge's re-scoring, the reports)"
     ),
     outcome=(
-        "prevented: a file a session reads again (its size or mtime changed) is held to the sha256 of "
-        "the bytes its `rollout` event recorded, quarantined and paid again, never reused; `capevolve "
-        "verify` names every file whose bytes differ (an edit at the same size with the mtime set back "
-        "too), and `--repair` quarantines it. Not held by a session: a file whose size and mtime are "
-        "still its index row's is not read again (its outcome, what a decision reads, is held to the "
-        "log), so an edit that restores both is shown by diagnose, the handover and the dashboard "
-        "until `verify` names it"
+        "prevented: every reader of a rollout file's bytes (diagnose, the handover, the dashboard's "
+        "drill-down, an LLM judge's re-scoring and pairwise judging, a session that reads a file "
+        "again, the seal for test, `capevolve verify`) holds them to the sha256 its `rollout` event "
+        "recorded before use: quarantined and paid again (the judge refuses), never shown, re-scored or reused (verify "
+        "names it, `--repair` moves it). A resume with nothing owed reads no file: the outcomes a "
+        "decision reads are the sealed summary's rows, bound to the log by its chained line, and a "
+        "file edited in place (no file came or went) is left to its readers"
     ),
 )
-def test_a_resume_after_an_output_edit_quarantines_and_pays_that_rollout_again(
-    example, projects, capevolve, capsys
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_an_output_edited_in_place_is_refused_by_its_reader_and_paid_again(
+    reader, example, projects, capevolve, capsys
 ) -> None:
     project = example("toy_calc")
     assert capevolve(project).ret == 0
     rundir = projects.run_dir(project)
-    victim = sorted((rundir / "rollouts" / "val").glob("*.json"))[2]
+    victim = _failed_seed_file(rundir)
     true_output = json.loads(victim.read_text())["output"]
     _edit_output(victim)
     rel = victim.relative_to(rundir).as_posix()
-    result = capevolve(project)
+    result = capevolve(project)  # no file came or went: the sealed summary serves, no file is read
     assert result.ret == 0, result.stdout.str()
-    result.stdout.fnmatch_lines(["rollouts: 1 paid, 11 reused*"])  # not "12 reused": never trusted
-    said = [line for line in result.stdout.str().splitlines() if "quarantined" in line]
-    assert len(said) == 1 and victim.name in said[0] and BYTES_DIFFER in said[0], said
+    result.stdout.fnmatch_lines(["rollouts: 0 paid, 12 reused*"])
+    assert not _events(rundir, "rollout_quarantined") and victim.is_file()
+    capsys.readouterr()
+    said = READERS[reader](project, rundir, capsys)
+    assert "forged" not in said  # never shown
     assert [e["file"] for e in _events(rundir, "rollout_quarantined")] == [rel]
-    assert json.loads(victim.read_text())["output"] == true_output  # paid again
+    assert not victim.exists()
+    result = capevolve(project)  # owed again, as when a session read it: paid again
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["rollouts: 1 paid, 11 reused*"])
+    assert json.loads(victim.read_text())["output"] == true_output
     capsys.readouterr()
     assert main(["verify", str(rundir)]) == 0, capsys.readouterr().out
 

@@ -16,6 +16,7 @@ import pytest
 from rollout_outcomes import outcomes
 
 from pytest_capevolve._cli.main import main  # numpy and scipy load once, here
+from pytest_capevolve._store.log.sealed_summary import SUMMARY_NAME
 from pytest_capevolve._store.readers.audit import audit
 from pytest_capevolve._store.rundir import RunDir
 
@@ -88,5 +89,7 @@ def test_gate_and_measure_answer_the_same_without_the_index(example, projects, c
     assert json.loads(with_index[0])["tag"] == "careful"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{root / 'index.sqlite'}{suffix}").unlink(missing_ok=True)
+    assert answers() == with_index  # the sealed summary serves: the index is not even read
+    (root / SUMMARY_NAME).unlink()
     assert answers() == with_index
     assert (root / "index.sqlite").is_file()  # rebuilt

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pytest_capevolve._cli.main import main
 from pytest_capevolve._store.rundir import RunDir
 
 PROBE = """
@@ -41,9 +42,11 @@ def test_a_resume_that_changed_nothing_draws_nothing_and_any_change_draws_again(
     # nor hypothesis, whose pytest plugin would load it for a summary of no hypothesis test
     resumed.stdout.fnmatch_lines(["HYPOTHESIS=False"])
 
-    # a failed rollout's feedback edited by hand (its outcome as logged): read again, held to
-    # the sha256 its event recorded, quarantined and paid again (tests/e2e/
-    # test_attacks_rollout_bytes.py), so the pages are drawn again and never show the edit
+    # a failed rollout's feedback edited by hand (its outcome as logged), in place: no file came or
+    # went, so the resume trusts the sealed summary and neither reads the file nor draws the pages;
+    # the reader of its bytes holds them to the sha256 its event recorded (the dashboard's drill-down
+    # here; tests/e2e/test_attacks_rollout_bytes.py the others), quarantines it and never shows the
+    # edit, and the next session pays it again
     run = RunDir(projects.run_dir(project))
     path = next(
         p
@@ -54,8 +57,13 @@ def test_a_resume_that_changed_nothing_draws_nothing_and_any_change_draws_again(
     true_feedback = record["feedback"]
     record.update(feedback="edited by hand")
     path.write_text(json.dumps(record))
-    capevolve(project, "careful", extra=["-n", "2"])  # the controller draws them under xdist too
-    second = _pages(project, projects)
+    capevolve(project, "careful", extra=["-n", "2"]).stdout.fnmatch_lines(["*0 paid, 24 reused*"])
+    assert _pages(project, projects) == first and path.is_file()
+    assert main(["dashboard", str(project)]) == 0
+    assert "edited by hand" not in (run.root / "dashboard.html").read_text()
+    assert not path.exists() and list((run.root / "rollouts" / ".quarantine" / "val").glob(f"{path.name}.*"))
+    capevolve(project, "careful", extra=["-n", "2"]).stdout.fnmatch_lines(["*1 paid, 23 reused*"])
+    second = _pages(project, projects)  # the controller draws them under xdist too
     assert second[0] != first[0] and second[1] != first[1]
     assert "edited by hand" not in (run.root / "dashboard.html").read_text()
     assert json.loads(path.read_text())["feedback"] == true_feedback != "edited by hand"

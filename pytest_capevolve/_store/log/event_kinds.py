@@ -222,6 +222,9 @@ OutcomesChecked = TypedDict(
     "OutcomesChecked",
     {"offset": int, "upto": int, "rollouts": int, "digest": str, "state": NotRequired[dict[str, Any]]},
 )
+RolloutsSummarized = TypedDict(
+    "RolloutsSummarized", {"offset": int, "upto": int, "rollouts": int, "sha256": str}
+)
 RUN_CREATED = Kind("run_created", RunCreated, "The run dir was made from the spec.")
 SPEC_CHANGED = Kind("spec_changed", SpecChanged, "Spec keys that moved since the run was made.")
 SPLITS_FROZEN = Kind("splits_frozen", SplitsFrozen, "The train/val/test partition was written, once.")
@@ -240,6 +243,11 @@ ROLLOUT = Kind("rollout", Rollout, "One rollout persisted: outcome, cost, its fi
 ROLLOUT_QUARANTINED = Kind("rollout_quarantined", Quarantined, "A rollout file moved aside: paid again.")
 ROLLOUT_VANISHED = Kind("rollout_vanished", RolloutVanished, "Rollout files the log records were found gone.")
 OUTCOMES_CHECKED = Kind("outcomes_checked", OutcomesChecked, "The outcomes' digest at a point of the log.")
+ROLLOUTS_SUMMARIZED = Kind(
+    "rollouts_summarized",
+    RolloutsSummarized,
+    "The sealed summary's sha256: every train and val row at this point.",
+)
 SESSION_LEFT = Kind("session_left", SessionLeft, "A paying session let go of the log.")
 SESSION_FINISHED = Kind("session_finished", SessionFinished, "A paying session ended with this exit code.")
 CANDIDATE_REGISTERED = Kind("candidate_registered", CandidateRegistered, "A candidate's snapshot taken.")

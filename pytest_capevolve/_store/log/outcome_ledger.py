@@ -44,7 +44,7 @@ def rollout_key(event: Mapping[str, Any]) -> Key:
     return (str(event["split"]), str(event["tag"]), str(event["task_id"]), int(event["trial"]))
 
 
-def _rollout_view(event: dict[str, Any]) -> Any:
+def rollout_view(event: dict[str, Any]) -> Any:
     kind = event.get("kind")
     if kind == ROLLOUT:
         if event.get("split") == TEST_SPLIT:
@@ -66,7 +66,7 @@ class _Changes:
         self._outcomes: dict[Outcome, Outcome] = {}
 
     def __call__(self, event: dict[str, Any]) -> None:
-        change = _rollout_view(event)
+        change = rollout_view(event)
         if change is None:
             return
         self.changed = True
@@ -125,7 +125,7 @@ class OutcomeLedger:
         if checkpoints and self.log.linked(checkpoints[-1]):  # in the chain where it says it is
             last = checkpoints[-1]
             at = (int(last["offset"]), int(last["upto"]))
-            tail = self.log.events_after(*at, _rollout_view)
+            tail = self.log.events_after(*at, rollout_view)
             if tail is not None and not tail[0]:  # no rollout logged, moved or gone since
                 listed = index_rows()
                 rows = [((r[0], r[1], r[2], int(r[3])), outcome(r[4], r[6], r[7])) for r in listed]

@@ -22,10 +22,11 @@ from ..._project.blocks import first_trial
 from ..._project.candidate import legacy_escape_id
 from ..._project.splits import TEST_SPLIT, TestSealError
 from ..decisions.state import SPEND_FLUSH_EVERY, RunState
-from ..files import atomic_write_text, write_new_text
+from ..files import RunDirError, atomic_write_text, write_new_text
 from ..log.event_kinds import ROLLOUT, SESSION_LEFT
 from ..log.events import EventLog
 from ..log.outcome_ledger import Key, Outcome, OutcomeLedger, outcome
+from ..log.sealed_summary import SUMMARIZED_SPLITS, SealedSummary
 from ..sessions.claims import Claims
 from .index import FIELDS as FIELDS_INDEX
 from .index import Columns, IndexDamaged, RolloutIndex, Row, record_of, row_of
@@ -60,6 +61,7 @@ class RolloutFiles(RolloutReadBack):
         self.index_view = IndexView(root, log, index, rollout_path, notices, self._read_files)
         self.ledger = OutcomeLedger(log, self._file_of)
         self.digests = LoggedDigests(log)  # learnt only when a file is read again
+        self.summary = SealedSummary(root, log)  # what a resume with nothing owed reads instead
         self._unflushed = 0
         # split → the rows checked at an index version: a session reading its split again with
         # nothing changed in between is not charged the checks twice
@@ -157,6 +159,9 @@ class RolloutFiles(RolloutReadBack):
         if split == TEST_SPLIT:
             self.rollouts(split)  # raises: only the seal reads test
         wanted = None if tags is None else set(tags)
+        served = self.summary.rows()
+        if served is not None:  # bound to the log by its chained line; no rollout moved since
+            return self._summarized(split, wanted, *served)
         try:
             with self.lock():
                 self.index_view.sync()
@@ -175,6 +180,70 @@ class RolloutFiles(RolloutReadBack):
             self.index.close()
             records = [r for r in self._read_rollouts(split) if wanted is None or r.tag in wanted]
             return [row_of(r) for r in records], lambda: list(records), None
+
+    def _summarized(
+        self, split: str, wanted: set[str] | None, version: str, every: list[Row]
+    ) -> tuple[list[Row], Callable[[], list[RolloutRecord]], _Checked]:
+        """:meth:`_indexed` from the sealed summary's rows (their own version: never the index's)."""
+        asked = frozenset({row[1] for row in every if row[0] == split} if wanted is None else wanted)
+        version = f"summary:{version}"
+        cached = self._checked.get(split)
+        if cached is None or cached.version != version or not asked <= cached.asked:
+            rows = [row for row in every if row[0] == split and (wanted is None or row[1] in wanted)]
+            cached = _Checked(version, asked, rows)
+            self._checked = {split: cached}
+        return (*cached.of(asked), cached)
+
+    def seal_summary(self) -> None:
+        """As the record keeper leaves, after its last rollout append: the sealed summary of every train
+        and val row (:mod:`..log.sealed_summary`), unless the one there still holds. Written under the
+        lock, and only when every row is just then its file's size and mtime, no other file is in its
+        folder, and the rows are every outcome the log holds; anything else (a file to read again, a
+        file gone) and none is written, nothing is moved: the next session takes the full path and
+        does what it always did. The folders are stamped before that check, so a file deleted or
+        renamed over during it is seen too."""
+        try:
+            if self.summary.rows() is not None:
+                return
+            with self.lock():
+                stamps = self.summary.stamps()
+                self.index_view.sync()
+                truth = self._truth()
+                version = self.index.rows_version()
+                every = self.index.every()
+                if len(every) != len(truth) or not all(self._unmoved(split) for split in SUMMARIZED_SPLITS):
+                    return
+                if not self.ledger.mirrors(truth, every) and any(
+                    truth.get((row[0], row[_TAG], row[_TASK], row[_TRIAL]))
+                    != outcome(row[_REWARD], row[_INFRA], row[_COST])
+                    for row in every
+                ):
+                    return
+                self.summary.write(every, version, stamps)
+        except (IndexDamaged, OSError, RunDirError):  # a shortcut: without it, the full path
+            return
+
+    def _unmoved(self, split: str) -> bool:
+        """Whether each of the split's rows names a file of its size and mtime and no other file is in
+        its folder: what :meth:`_checked_rows` passes without reading a file (nothing is moved here)."""
+        rows = self.index.rows(split)
+        folder = self.root / "rollouts" / split
+        try:
+            on_disk = sum(1 for name in os.listdir(folder) if name.endswith(".json"))
+            folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            return not rows
+        name_at = len(FIELDS_INDEX)
+        try:
+            for row in rows:  # names are unique (one file per key): as many as on disk is all of them
+                found = os.stat(row[name_at], dir_fd=folder_fd)
+                if found.st_size != row[name_at + 1] or found.st_mtime_ns != row[name_at + 2]:
+                    return False
+        except FileNotFoundError:
+            return False
+        finally:
+            os.close(folder_fd)
+        return on_disk == len(rows)
 
     def _checked_rows(
         self, split: str, wanted: set[str] | None, truth: dict[Key, Outcome] | None = None
@@ -291,10 +360,12 @@ class RolloutFiles(RolloutReadBack):
         return records if block is None else [r for r in records if r.block == block]
 
     def read_rollout(self, split: str, task_id: str, tag: str, trial: int) -> RolloutRecord | None:
-        """One persisted rollout with every field (None: not persisted, or damaged and quarantined)."""
+        """One persisted rollout with every field (None: not persisted, or damaged or edited, quarantined)."""
         if split == TEST_SPLIT:
             self.rollouts(split)  # raises: only the seal reads test
-        return self._read_one(self.rollout_path(split, task_id, tag, trial))
+        with self.lock():  # its bytes held to its event's sha256: a file edited in place is not used
+            digests = self.digests.current()
+        return self._read_one(self.rollout_path(split, task_id, tag, trial), None, digests)
 
     def _read_rollouts(self, split: str) -> list[RolloutRecord]:
         """Every readable record of the split (a damaged one quarantined)."""
@@ -304,6 +375,8 @@ class RolloutFiles(RolloutReadBack):
         folder = self.root / "rollouts" / split
         found = []
         with self.lock():
+            # train and val: outcomes held here; their other bytes by the one reader of them, the
+            # judge (``_policy/gate/judge.py`` ``HeldToEvents``), which refuses rather than drops
             truth, digests = self._test_truth() if split == TEST_SPLIT else (self._truth(), None)
         for path in sorted(folder.glob("*.json")):
             record = self._read_one(path, truth, digests)

@@ -1,0 +1,171 @@
+"""The sealed summary: ``rollouts.summary.json``, the train and val rows a resume with nothing owed
+reads instead of fetching 60,000 index rows and holding each to its file and the log's checkpoint.
+
+Written by the session that keeps the record, as it leaves (after its last rollout append, under the
+run's lock), from rows it has just held to the log's outcomes and their files' size and mtime. Its
+sha256 is a field of a line of the hash chain (``rollouts_summarized``, followed by a ``session_left``
+line recording that line's hash), as the outcomes' checkpoint digest is: the line says *which* log
+and which bytes, and it sits in the chain where it says it is. JSON only (never pickle: the run dir
+is writable by whoever runs unconfined).
+
+It serves a reader only while all of these hold, each checked by the reader before its first use and
+the cheap ones again at every use; anything else and the reader takes the full path (the index, each
+row held to its file and the log), as it always did:
+
+- its line is linked where it says it is and is the newest ``rollouts_summarized`` line;
+- no ``rollout``, ``rollout_quarantined`` or ``rollout_vanished`` line follows it (a rollout logged
+  by any process, a file moved aside or found gone);
+- its bytes are the sha256 its line records, and it names that line's place in the log;
+- each split's folder is the one it saw: inode, mtime and ctime. Adding, removing or renaming a file
+  moves the folder's ctime, which ``os.utime`` cannot set back, so a file deleted or replaced by
+  another is seen and paid again exactly as before.
+
+What it does not see: a file edited in place (the folder does not move). That is left to the readers
+of a file's bytes, each of which holds them to their ``rollout`` event's sha256 before use
+(:meth:`..rollouts.rollout_readback.RolloutReadBack._read_one`, the judge's ``HeldToEvents``,
+``capevolve verify``); the outcomes every decision reads are the summary's rows, bound to the log."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..files import atomic_write_text, read_plain_bytes
+from .event_kinds import ROLLOUTS_SUMMARIZED, SESSION_LEFT
+from .events import EventLog
+from .outcome_ledger import rollout_view
+
+SUMMARY_NAME = "rollouts.summary.json"
+SUMMARY_FORMAT = 1
+SUMMARIZED_SPLITS = ("train", "val")  # test is in no index: read only through the seal
+Row = tuple[Any, ...]
+
+
+def folder_stamp(folder: Path) -> list[int] | None:
+    """What an entry added, removed or renamed in ``folder`` moves (None: no folder)."""
+    try:
+        found = os.stat(folder)
+    except FileNotFoundError:
+        return None
+    return [found.st_dev, found.st_ino, found.st_mtime_ns, found.st_ctime_ns]
+
+
+class SealedSummary:
+    """The run's sealed summary: :meth:`rows` while it holds, :meth:`write` as the record keeper leaves."""
+
+    def __init__(self, root: Path, log: EventLog) -> None:
+        self.root = root
+        self.path = root / SUMMARY_NAME
+        self.log = log
+        self._held: tuple[str, list[Row]] | None = None  # (rows version, rows) as loaded
+        self._position = (0, 0)  # the log checked up to: no rollout line before it
+        self._folders: dict[str, list[int] | None] = {}
+        self._spent = False  # found not to hold in this process: what moved it stays moved
+
+    def _folder(self, split: str) -> Path:
+        return self.root / "rollouts" / split
+
+    def rows(self) -> tuple[str, list[Row]] | None:
+        """(the index's rows version it was written at, every train and val row in key order), or
+        None: no summary, or it does not hold (the caller takes the full path)."""
+        if self._spent:
+            return None
+        if self._held is None:
+            self._held = self._load()
+        if self._held is not None and self._holds():
+            return self._held
+        self._spent, self._held = True, None
+        return None
+
+    def _holds(self) -> bool:
+        """No rollout line since the place checked, and every split's folder as it saw it."""
+        tail = self.log.events_after(*self._position, rollout_view)
+        if tail is None or tail[0]:
+            return False
+        self._position = tail[1], tail[2]
+        return all(folder_stamp(self._folder(split)) == stamp for split, stamp in self._folders.items())
+
+    def _load(self) -> tuple[str, list[Row]] | None:
+        lines = self.log.of_kinds(ROLLOUTS_SUMMARIZED)
+        if not lines:
+            return None
+        line: dict[str, Any] = dict(lines[-1])
+        if not self.log.linked(line):  # copied later in the log, or no line records its hash
+            return None
+        try:
+            raw = read_plain_bytes(self.path)
+        except OSError:
+            return None
+        if hashlib.sha256(raw).hexdigest() != line.get("sha256"):
+            return None
+        try:
+            found = json.loads(raw)
+            if not (
+                found["format"] == SUMMARY_FORMAT
+                and found["offset"] == line["offset"]
+                and found["upto"] == line["upto"]
+            ):
+                return None
+            folders = {str(split): stamp for split, stamp in found["folders"].items()}
+            version = str(found["rows_version"])
+            columns = [_decoded(column) for column in found["columns"]]
+            rows = list(zip(*columns, strict=True)) if columns else []
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+        if len(rows) != line.get("rollouts") or set(folders) != set(SUMMARIZED_SPLITS):
+            return None
+        self._position, self._folders = (int(line["offset"]), int(line["upto"])), folders
+        return version, rows
+
+    def stamps(self) -> dict[str, list[int] | None]:
+        """Each split folder's stamp, taken before the rows are held to their files (what :meth:`write`
+        binds: anything moved after it moves the stamp)."""
+        return {split: folder_stamp(self._folder(split)) for split in SUMMARIZED_SPLITS}
+
+    def write(self, rows: Sequence[Row], rows_version: str, stamps: dict[str, list[int] | None]) -> None:
+        """Under the run's lock, after the session's last rollout append: the summary of ``rows``
+        (every train and val row, just held to the log and their files; ``stamps`` taken before),
+        then its chained line and a line after it recording that line's hash. An ``OSError`` leaves
+        no line: nothing serves."""
+        size, _, seq = self.log.tail()
+        width = len(rows[0]) if rows else 0
+        summary = {
+            "format": SUMMARY_FORMAT,
+            "offset": size,
+            "upto": seq,
+            "rows_version": rows_version,
+            "folders": stamps,
+            "columns": [_encoded([row[at] for row in rows]) for at in range(width)],
+        }
+        text = json.dumps(summary, separators=(",", ":"), allow_nan=False)
+        atomic_write_text(self.path, text)
+        self.log.append_event(
+            ROLLOUTS_SUMMARIZED,
+            offset=size,
+            upto=seq,
+            rollouts=len(rows),
+            sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        )
+        self.log.append_event(SESSION_LEFT, checkpoint=self.log.last_seq())
+
+
+def _encoded(column: list[Any]) -> list[Any] | dict[str, list[Any]]:
+    """A column of few distinct strings (split, tag, candidate hash, run id) as those strings and
+    each row's place among them; any other column as it is (numbers kept exactly: never keyed, so
+    ``-0.0`` stays ``-0.0``)."""
+    values = list(dict.fromkeys(column))
+    if len(values) * 4 > len(column) or not all(type(value) is str for value in values):
+        return column
+    at = {value: i for i, value in enumerate(values)}
+    return {"of": values, "at": [at[value] for value in column]}
+
+
+def _decoded(column: Any) -> list[Any]:
+    if isinstance(column, list):
+        return column
+    values = column["of"]
+    return [values[i] for i in column["at"]]
