@@ -260,7 +260,8 @@ def _verified_run(args: argparse.Namespace) -> RunDir:
     if (target / "events.jsonl").is_file():
         if args.run_id is not None:
             raise UsageError(f"{target} is a run dir already; give it, or PROJECT --run-id ID, not both")
-        return RunDir(target.resolve())
+        with said_as(UsageError, RunDirError):
+            return RunDir.opened(target.resolve())
     existing_project(args)  # the one message every command gives for a folder that is not there
     if not (target / SPEC_FILENAME).is_file():
         raise UsageError(
