@@ -8,8 +8,7 @@ positive count is Binomial(m, ½). Units netting zero are ``ties``, not tested. 
 from __future__ import annotations
 
 import math
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -47,16 +46,6 @@ def net_preference(judgements: Iterable[str]) -> int:
             raise ValueError(f"preference {judgement!r} is not one of {', '.join(PREFERENCES)}")
         net += (judgement == "B") - (judgement == "A")
     return net
-
-
-def unit_nets(task_nets: Mapping[str, int], clusters: Mapping[str, str] | None = None) -> list[int]:
-    """One net per unit, first seen first: each task's, or each cluster's sum (a lone task is its own)."""
-    if not clusters:
-        return list(task_nets.values())
-    sums: Counter[str] = Counter()  # first-seen order, as a dict's
-    for task, net in task_nets.items():
-        sums[clusters.get(task, f"task:{task}")] += net
-    return list(sums.values())
 
 
 def sign_test(nets: Sequence[int]) -> SignTest:
