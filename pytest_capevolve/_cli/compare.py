@@ -13,13 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import exitcodes
-from .common import UsageError, emit, said_as
+from .common import UsageError, add_dropped, emit, said_as
 from .decisions import spec_value
-
-PAIRWISE_GONE = (
-    "--pairwise is gone: to gate on a judge's preferences, set gate_mode: pairwise in the project's "
-    "capevolve.yaml and gate the candidate in a session (the judge sees both outputs there)"
-)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -27,8 +22,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from .._imported.readers import ReadOptions
     from .._show.compare import render_markdown, render_table
 
-    if args.pairwise:
-        raise UsageError(PAIRWISE_GONE)
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(CompareSettings)}
     given.update(margin=args.margin or 0.0, equivalence=args.equivalence or 0.0)  # neither: ask 'better'
     settings = CompareSettings(**given)
@@ -84,7 +77,11 @@ def register(sub: Any) -> None:
     )
     add = compare.add_argument
     add("runs", nargs="+", type=Path, metavar="RUN", help="results files: the baseline first")
-    add("--pairwise", action="store_true", help=argparse.SUPPRESS)  # gone: refused naming gate_mode: pairwise
+    add_dropped(
+        compare,
+        "--pairwise",
+        "to gate on a judge's preferences, set gate_mode: pairwise in capevolve.yaml and gate in a session",
+    )
     add("--format", choices=FORMATS, help="read every file as this (default: by its suffix and content)")
     add("--label", action="append", metavar="NAME", help="a run's name, per run")
     add("--arm", action="append", metavar="NAME", help="promptfoo: a file's provider or prompt, per run")

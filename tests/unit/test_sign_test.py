@@ -64,8 +64,11 @@ def test_compare_pairwise_is_refused_naming_the_sessions_pairwise_gate(
 ) -> None:
     prefs = tmp_path / "prefs.csv"
     prefs.write_text("task_id,preference\nq1,B\n", encoding="utf-8")
-    assert main(["compare", "--pairwise", str(prefs)]) == 4
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "--pairwise is gone" in err and "gate_mode: pairwise" in err
+    with pytest.raises(SystemExit) as refused:
+        main(["compare", "--pairwise", str(prefs)])
+    assert refused.value.code == 2
+    assert "--pairwise was dropped; to gate on a judge's preferences, set gate_mode: pairwise" in (
+        capsys.readouterr().err
+    )
     assert main(["compare", str(prefs), str(prefs)]) == 4  # two tables of preferences: the same way on
     assert "gate_mode: pairwise in capevolve.yaml" in capsys.readouterr().err
