@@ -34,23 +34,20 @@ def test_the_sign_test_is_the_brute_force_enumeration_of_signs(nets: list[int]) 
     test = sign_test(nets)
     greater, less = brute_force_p(nets)
     assert test.p_greater == pytest.approx(float(greater), rel=1e-9, abs=1e-12)
-    assert test.p_less == pytest.approx(float(less), rel=1e-9, abs=1e-12)
+    assert sign_test([-n for n in nets]).p_greater == pytest.approx(float(less), rel=1e-9, abs=1e-12)
     assert test.ties == sum(n == 0 for n in nets)
     assert test.wins_b + test.wins_a + test.ties == len(nets)
 
 
 @given(nets_strategy, st.integers(0, 5), st.integers(1, 4))
-def test_swapping_a_and_b_mirrors_p_and_ties_and_magnitudes_change_nothing(
+def test_swapping_a_and_b_mirrors_the_counts_and_ties_and_magnitudes_change_nothing(
     nets: list[int], zeros: int, scale: int
 ) -> None:
     test = sign_test(nets)
     mirrored = sign_test([-n for n in nets])
-    assert (mirrored.p_greater, mirrored.p_less) == pytest.approx((test.p_less, test.p_greater))
-    assert mirrored.p_two_sided == pytest.approx(test.p_two_sided)
+    assert (mirrored.wins_b, mirrored.wins_a, mirrored.ties) == (test.wins_a, test.wins_b, test.ties)
     padded = sign_test([n * scale for n in nets] + [0] * zeros)
     assert padded.p_greater == pytest.approx(test.p_greater) and padded.ties == test.ties + zeros
-    if test.ci is not None:  # B's win rate lies in its interval
-        assert test.ci[0] <= test.wins_b / test.decisive <= test.ci[1]
 
 
 def test_net_preferences_count_b_minus_a() -> None:
