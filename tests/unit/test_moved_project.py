@@ -12,6 +12,7 @@ import yaml
 from pytest_capevolve import exitcodes
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._project.spec import load_spec, to_stored
+from pytest_capevolve._show.runs import list_runs
 from pytest_capevolve._store.rundir import RunDir, RunDirError
 
 
@@ -50,6 +51,7 @@ def test_a_pre_release_lock_is_refused_naming_a_new_run(tmp_path: Path, example,
         (runs / "events.jsonl").touch()
         assert main(["verify", str(runs)]) == exitcodes.USAGE
         assert re.search(said, capsys.readouterr().err)
+        assert re.search(said, list_runs(project)[0]["error"])  # `capevolve runs`: its row says why
     rundir.spec_lock_path.write_text(yaml.safe_dump(today, sort_keys=True))
     rundir.ensure_spec_lock(load_spec(project))  # today's lock: read as it is
     assert RunDir.resolve(project, create=False).root == runs
