@@ -1,11 +1,12 @@
-"""False accepts and power of the pairwise sign test (``capevolve compare --pairwise``).
+"""False accepts and power of the pairwise sign test (``gate_mode: pairwise``).
 
 Run: python benchmarks/pairwise.py [draws]   (default 4000 simulated comparisons per row)
 
 Each null row is a random judge between two outputs that are the same thing: it picks the
 output shown first with probability `first`, the second with `second`, and ties otherwise; the
 order is drawn at random per judgement (`random`), balanced per task (`balanced`: A first on
-even trials), or A always first (`fixed`, the premise the readers refuse: one order only).
+even trials), or A always first (`fixed`: one order only, which the gate never does: it judges
+both).
 Power rows give B a true edge: a judgement that would have gone to A goes to B with
 probability 0.3. Columns: the rate, its ratio to α, and `!` where a null rate exceeds α by
 more than 3 binomial standard errors. The test is the package's own

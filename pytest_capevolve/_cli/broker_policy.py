@@ -30,7 +30,7 @@ from ..exitcodes import Refusal
 
 BROKERED = tuple(
     "check baseline spend diagnose work eval-task mechanism gate commit merge multirep diff plan "
-    "measure runs verify dashboard judge-noise hill-climb".split()
+    "measure runs verify dashboard hill-climb".split()
 )
 OUTSIDE = "the person who owns the project runs it outside the agent"
 REFUSED_FLAGS = {

@@ -1,8 +1,8 @@
 """``capevolve compare A B [C …]``: results people already have, decided by the gate's test.
 
-Reads finished runs (:data:`.._imported.readers.READERS`) and decides each against the first,
-or with ``--pairwise`` one table of a judge's preferences by the sign test; exits as a gate
-does (0, 10, 11; 4 for a file that cannot be read). Writes nothing but ``--markdown FILE``."""
+Reads finished runs (:data:`.._imported.readers.READERS`) and decides each against the first;
+exits as a gate does (0, 10, 11; 4 for a file that cannot be read). Writes nothing but
+``--markdown FILE``."""
 
 from __future__ import annotations
 
@@ -13,18 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from .. import exitcodes
-from .common import UsageError, emit, said_as
+from .common import UsageError, add_dropped, emit, said_as
 from .decisions import spec_value
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from .._imported.compare import CompareSettings, compare_files
-    from .._imported.pairwise import looks_pairwise
     from .._imported.readers import ReadOptions
     from .._show.compare import render_markdown, render_table
 
-    if args.pairwise or (len(args.runs) == 1 and looks_pairwise(args.runs[0])):
-        return _cmd_pairwise(args)
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(CompareSettings)}
     given.update(margin=args.margin or 0.0, equivalence=args.equivalence or 0.0)  # neither: ask 'better'
     settings = CompareSettings(**given)
@@ -37,46 +34,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
         ),
         render_markdown,
         render_table,
-    )
-
-
-def _cmd_pairwise(args: argparse.Namespace) -> int:
-    """``compare --pairwise PREFS``: one file of the judge's preferences, the sign test."""
-    from .._imported.pairwise import compare_pairwise
-    from .._imported.table import read_cluster_map
-    from .._show.compare import render_pairwise_markdown, render_pairwise_table
-
-    if len(args.runs) != 1:
-        raise UsageError(
-            f"--pairwise reads one file of preferences (task_id, preference A/B/tie); {len(args.runs)} "
-            "given: put both runs' judgements in one file"
-        )
-    given = [f"--{name}" for name in ("format", "scorer", "arm") if getattr(args, name)]
-    if given:
-        raise UsageError(
-            f"{', '.join(given)}: for files of rewards; --pairwise reads a table of preferences "
-            "(task_id, preference A/B/tie), by its suffix: drop them"
-        )
-    questions = [f"--{name}" for name in ("margin", "equivalence") if getattr(args, name) is not None]
-    if questions:
-        raise UsageError(
-            f"{questions[0]}: the pairwise sign test asks only whether B is preferred; drop it, or "
-            "compare two files of rewards (one per run) to ask 'no worse than' or 'within ±'"
-        )
-    labels = [*(args.label or []), None, None]
-    if len(labels) > 4:
-        raise UsageError("--pairwise takes two --label at most: A's name, then B's")
-    return _answer(
-        args,
-        lambda: compare_pairwise(
-            args.runs[0],
-            alpha=args.alpha,
-            min_coverage=args.min_coverage,
-            labels=(labels[0], labels[1]),
-            clusters=None if args.clusters is None else read_cluster_map(args.clusters),
-        ),
-        render_pairwise_markdown,
-        render_pairwise_table,
     )
 
 
@@ -120,15 +77,13 @@ def register(sub: Any) -> None:
     )
     add = compare.add_argument
     add("runs", nargs="+", type=Path, metavar="RUN", help="results files: the baseline first")
-    add(
+    add_dropped(
+        compare,
         "--pairwise",
-        action="store_true",
-        help="RUN is one table of a judge's preferences (task_id, preference A/B/tie, optional "
-        "trial, order, cluster): the exact sign test of B preferred to A (a file with a "
-        "preference or winner column alone is read so without it)",
+        "to gate on a judge's preferences, set gate_mode: pairwise in capevolve.yaml and gate in a session",
     )
     add("--format", choices=FORMATS, help="read every file as this (default: by its suffix and content)")
-    add("--label", action="append", metavar="NAME", help="a run's name, per run (--pairwise: A's, then B's)")
+    add("--label", action="append", metavar="NAME", help="a run's name, per run")
     add("--arm", action="append", metavar="NAME", help="promptfoo: a file's provider or prompt, per run")
     add(
         "--scorer",

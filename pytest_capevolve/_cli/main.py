@@ -19,7 +19,7 @@ from .common import OPENED, print_notices, report_error
 # asked for (``--help``: every group), so a command does not pay for importing the others.
 GROUPS: dict[str, tuple[str, ...]] = {
     "project": ("init", "check", "microcase", "import-cap-evolve", "skills"),
-    "reading": ("runs", "verify", "plan", "measure", "dashboard", "judge-noise"),
+    "reading": ("runs", "verify", "plan", "measure", "dashboard"),
     "decisions": ("gate", "commit", "baseline"),
     "loop": tuple("work spend diagnose diff multirep merge eval-task mechanism hill-climb".split()),
     "compare": ("compare",),
@@ -34,6 +34,12 @@ HELP = (
     "JSON on stdout, everything meant for people going to stderr. Exit codes: 0 done, 1 a check "
     "found a problem, 2 refused, 4 usage or spec error; compare and gate as a gate session (10 "
     "reject, 11 indecisive) — every code in docs/reference/exit-codes.md."
+)
+
+
+JUDGE_NOISE_GONE = (
+    "judge-noise is gone: a gate session's verdict carries the judge's and the agent's share of the "
+    "delta's variance from the recorded re-scores (capevolve gate TAG --json: its judge_noise)"
 )
 
 
@@ -80,6 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     agent_argv = None
     if words[:1] == ["agent"] and "--" in words:
         words, agent_argv = split_agent(words)
+    if words[:1] == ["judge-noise"]:
+        return report_error("judge-noise", UsageError(JUDGE_NOISE_GONE))
     args = parse(build_parser(words[0] if words else None), words)
     if agent_argv is not None:
         args.agent_argv = agent_argv

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ from .._project.spec import SPEC_FILENAME
 from .._store.files import collection_paused, unwritable_folder
 from .._store.rundir import RunDir, RunDirError
 from .common import (
-    Refusal,
     UsageError,
     add_project_args,
     emit,
@@ -275,7 +273,8 @@ def _verified_run(args: argparse.Namespace) -> RunDir:
     if (target / "events.jsonl").is_file():
         if args.run_id is not None:
             raise UsageError(f"{target} is a run dir already; give it, or PROJECT --run-id ID, not both")
-        return RunDir(target.resolve())
+        with said_as(UsageError, RunDirError):
+            return RunDir.opened(target.resolve())
     existing_project(args)  # the one message every command gives for a folder that is not there
     if not (target / SPEC_FILENAME).is_file():
         raise UsageError(
@@ -311,35 +310,6 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         if not webbrowser.open(path.resolve().as_uri()):
             print(f"no web browser found: open {path} yourself", file=sys.stderr)
     return exitcodes.OK
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text!r}")
-    return value
-
-
-def cmd_judge_noise(args: argparse.Namespace) -> int:
-    """Re-score persisted outputs with the stochastic scorer and split Δ̄'s variance; no rollout paid."""
-    from .._policy.gate.judge import JudgeNoiseRefusal, judge_noise, render
-    from .._project.adapter import AdapterError, load_adapter, load_tasks
-
-    spec, rundir = open_run(args)
-    with said_as(Refusal, AdapterError):  # a JudgeNoiseRefusal is a Refusal already
-        adapter = load_adapter(spec.adapter, spec.project_dir)
-        pool = load_tasks(adapter, spec.adapter)
-        against = args.against or rundir.state.best()
-        if args.tag == against:
-            raise JudgeNoiseRefusal(f"{args.tag!r} is the tag it would be compared with; give --against")
-        rescores = args.rescores or max(2, spec.judge_rescores)
-        report = judge_noise(
-            rundir, adapter, pool, args.tag, against=against, rescores=rescores, cost_ratio=args.cost_ratio
-        )
-    return emit(args, report, render)
 
 
 def register(sub: Any) -> None:
@@ -393,21 +363,6 @@ def register(sub: Any) -> None:
         help="the anchor the hill-climb's git store committed last (DIR: a clone; default: the run's store/)",
     )
     verify.set_defaults(func=cmd_verify)
-    noise = sub.add_parser(
-        "judge-noise",
-        help="re-score TAG's persisted outputs: the judge's and the agent's share of Δ̄'s variance",
-    )
-    noise.add_argument("tag", help="the candidate (compared with the best, or --against)")
-    add_project_args(noise)
-    add = noise.add_argument
-    add("--against", help="the tag to pair with (default: the best)")
-    add("--rescores", type=int, help="re-scores per output (default: judge_rescores, at least 2)")
-    add(
-        "--cost-ratio",
-        type=_positive_float,
-        help="one rollout's agent run in judge calls (default: r, the re-scores, said as assumed)",
-    )
-    noise.set_defaults(func=cmd_judge_noise)
     runs = sub.add_parser("runs", help="the project's runs: best, iterations, spend, test sealed")
     add_project_args(runs, run_id=False)
     # the table is its default; --table is taken as the other commands take it, so a habit works

@@ -101,14 +101,6 @@ async def score_rollout_async(
     return _combined(task, scores, seeds, stochastic)
 
 
-def score_rollout_now(adapter: Any, task: Task, rollout: Rollout, *, seed: int, rescores: int) -> Judged:
-    """:func:`score_rollout` from plain code outside any event loop (``capevolve judge-noise``):
-    an ``async def`` scorer (the inspect bridge's) is run under ``asyncio.run``."""
-    if inspect.iscoroutinefunction(adapter.score):
-        return settled(score_rollout_async(adapter, task, rollout, seed=seed, rescores=rescores))
-    return score_rollout(adapter, task, rollout, seed=seed, rescores=rescores)
-
-
 PREFERENCE_ORDERS = ("AB", "BA")  # A's output shown first, or B's
 
 

@@ -194,8 +194,7 @@ def compare_files(
     """Read ``paths`` (the baseline first; ``options`` one per path) and compare them."""
     if len(paths) < 2:
         raise ResultsError(
-            "compare needs two runs or more: the baseline first, then each run to decide against it "
-            "(or one table of a judge's preferences, task_id and preference A/B/tie: --pairwise)"
+            "compare needs two runs or more: the baseline first, then each run to decide against it"
         )
     chosen = list(options or [])
     chosen += [ReadOptions()] * (len(paths) - len(chosen))

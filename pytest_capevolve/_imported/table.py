@@ -104,7 +104,7 @@ def _run_of(path: Path, source: str, rows: list[dict[str, Any]], options: ReadOp
         if reward and task_col is not None:
             missing, way = f"column {reward!r} (--scorer)", "give every file that column, or drop --scorer"
         prefs = {"preference", "winner"} & set(names)
-        alone = f"; a table of preferences is compared alone: capevolve compare --pairwise {path}"
+        alone = "; a judge's preferences are gated in a session: gate_mode: pairwise in capevolve.yaml"
         raise ResultsError(f"{path}: no {missing} among its columns {names}; {way}{alone if prefs else ''}")
     trial_col, error_col = column(names, TRIAL_COLUMNS), column(names, ("error",))
     seed_col, cluster_col = column(names, ("seed",)), column(names, ("cluster",))

@@ -79,25 +79,11 @@ def escape_id(task_id: str) -> str:
     characters outside ``[A-Za-z0-9_.-]`` and a leading dot become ``%XX`` per UTF-8 byte, an
     upper-case letter ``^`` and its lower case (``Q1`` → ``^q1``), and a name too long is cut and
     suffixed with a hash of the full id."""
-    return _escape(task_id, fold_case=True)
-
-
-def legacy_escape_id(task_id: str) -> str:
-    """The name older runs used (upper case kept): a writer replacing one removes the old file."""
-    return _escape(task_id, fold_case=False)
-
-
-# An id that escaping leaves as it is (lower case, safe characters, no leading dot, no "__",
-# short): most ids, and a rollout's file name is built for every rollout persisted.
-_PLAIN_ID = re.compile(r"[a-z0-9_\-][a-z0-9_.\-]{0,119}")
-
-
-def _escape(task_id: str, *, fold_case: bool) -> str:
     if _PLAIN_ID.fullmatch(task_id) and "__" not in task_id:
         return task_id
     out = []
     for i, ch in enumerate(task_id):
-        if fold_case and "A" <= ch <= "Z":
+        if "A" <= ch <= "Z":
             out.append("^" + ch.lower())
         elif ch in _SAFE_ID_CHARS and not (i == 0 and ch == "."):
             out.append(ch)
@@ -110,6 +96,11 @@ def _escape(task_id: str, *, fold_case: bool) -> str:
         digest = hashlib.sha256(task_id.encode("utf-8")).hexdigest()[:16]
         name = f"{name[: _MAX_NAME - 18]}~{digest}"
     return name
+
+
+# An id that escaping leaves as it is (lower case, safe characters, no leading dot, no "__",
+# short): most ids, and a rollout's file name is built for every rollout persisted.
+_PLAIN_ID = re.compile(r"[a-z0-9_\-][a-z0-9_.\-]{0,119}")
 
 
 def iter_files(root: Path) -> list[Path]:

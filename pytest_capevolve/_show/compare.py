@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 from .._imported.compare import Comparison, PairResult
-from .._imported.pairwise import PairwiseComparison
 from .numbers import interval, num
 from .report import render_verdicts
 
@@ -138,38 +137,6 @@ def _pair_section(result: PairResult) -> list[str]:
     if not changed:
         lines.append("| (no task changed) | | | | |")
     return [*lines, "", "</details>", ""]
-
-
-def _pairwise_lines(result: PairwiseComparison) -> tuple[str, list[str]]:
-    """The decision line and the facts under it, for the table and the Markdown alike."""
-    t, counts, a, b = result.test, result.counts, *result.labels
-    head = f"{result.decision.upper()} {b} vs {a}: {result.reason}"
-    facts = [
-        f"judgements: {b} {counts['B']}, {a} {counts['A']}, tie {counts['tie']}, errored {counts['errored']}",
-        f"{result.by}s: {b} {t.wins_b}, {a} {t.wins_a}, net zero {t.ties}; judged {result.coverage:.0%} "
-        f"of {len(result.task_ids)} tasks",
-        f"{b}'s win rate {num(t.win_rate, '.3f')}, 95% CI {interval(t.ci, '.3f')}",
-    ]
-    if result.position is not None:
-        pos = result.position
-        facts.append(
-            f"the output shown first won {pos['first_won']} of {pos['decisive']} decisive judgements"
-        )
-    return head, facts
-
-
-def render_pairwise_table(result: PairwiseComparison) -> list[str]:
-    """``compare --pairwise`` on the terminal: the decision, its counts, the promises."""
-    head, facts = _pairwise_lines(result)
-    lines = [f"preferences {result.path}", head, *[f"  {line}" for line in facts], ""]
-    return [*lines, *_promise_lines(result.promises(), "What holds")]
-
-
-def render_pairwise_markdown(result: PairwiseComparison) -> str:
-    """The summary a CI job posts for ``compare --pairwise``."""
-    head, facts = _pairwise_lines(result)
-    out = ["## capevolve compare --pairwise", "", f"**{_md(head)}**", "", *(f"- {_md(f)}" for f in facts)]
-    return "\n".join([*out, "", *_promise_lines(result.promises(), "What holds", markdown=True)]) + "\n"
 
 
 def _md(text: str) -> str:

@@ -25,9 +25,9 @@ def list_runs(project_dir: Path) -> list[dict[str, Any]]:
     rows = []
     project_scored: list[ScoredTests] | None = None  # read once, for the runs without a shared ledger
     for root in roots:
-        rundir = RunDir(root)
-        row: dict[str, Any] = {"run_id": rundir.run_id, "run_dir": str(root), "current": root == roots[-1]}
+        row: dict[str, Any] = {"run_id": root.name, "run_dir": str(root), "current": root == roots[-1]}
         try:
+            rundir = RunDir.opened(root)  # a development build's run: its row says so, nothing read
             state = rundir.state.read_state()
         except RunDirError as exc:
             rows.append({**row, "error": str(exc)})

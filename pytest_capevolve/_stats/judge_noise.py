@@ -90,9 +90,7 @@ class RescoreAdvice:
 
     @property
     def text(self) -> str:
-        assumed = (
-            " (assumed: a rollout costs r judge calls; pass --cost-ratio)" if self.cost_ratio_assumed else ""
-        )
+        assumed = " (assumed: a rollout costs r judge calls)" if self.cost_ratio_assumed else ""
         if self.best is None:
             return "no within-task variance measured: nothing to advise"
         interval = (

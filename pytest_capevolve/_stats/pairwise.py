@@ -8,8 +8,7 @@ positive count is Binomial(m, ½). Units netting zero are ``ties``, not tested. 
 from __future__ import annotations
 
 import math
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -18,25 +17,13 @@ PREFERENCES = ("A", "B", "tie")
 
 @dataclass(frozen=True)
 class SignTest:
-    """The sign test over units: ``wins_b`` positive nets, ``wins_a`` negative, ``ties`` zero.
-    ``p_greater``: the decision's one-sided p; ``ci``: Clopper–Pearson 95 % of B's win rate among decisive
-    units."""
+    """The sign test over units: ``wins_b`` positive nets, ``wins_a`` negative, ``ties`` zero;
+    ``p_greater``: the decision's one-sided p (:func:`p_greater_exact`, as a float)."""
 
     wins_b: int
     wins_a: int
     ties: int
     p_greater: float
-    p_less: float
-    p_two_sided: float
-    ci: tuple[float, float] | None
-
-    @property
-    def decisive(self) -> int:
-        return self.wins_b + self.wins_a
-
-    @property
-    def win_rate(self) -> float | None:
-        return self.wins_b / self.decisive if self.decisive else None
 
 
 def net_preference(judgements: Iterable[str]) -> int:
@@ -49,36 +36,10 @@ def net_preference(judgements: Iterable[str]) -> int:
     return net
 
 
-def unit_nets(task_nets: Mapping[str, int], clusters: Mapping[str, str] | None = None) -> list[int]:
-    """One net per unit, first seen first: each task's, or each cluster's sum (a lone task is its own)."""
-    if not clusters:
-        return list(task_nets.values())
-    sums: Counter[str] = Counter()  # first-seen order, as a dict's
-    for task, net in task_nets.items():
-        sums[clusters.get(task, f"task:{task}")] += net
-    return list(sums.values())
-
-
 def sign_test(nets: Sequence[int]) -> SignTest:
-    from scipy.stats import binomtest  # imported where used: a session that never judges pays nothing
-
     wins_b = sum(n > 0 for n in nets)
     wins_a = sum(n < 0 for n in nets)
-    ties = len(nets) - wins_b - wins_a
-    m = wins_b + wins_a
-    if m == 0:
-        return SignTest(0, 0, ties, 1.0, 1.0, 1.0, None)
-    two = binomtest(wins_b, m, 0.5, alternative="two-sided")
-    ci = two.proportion_ci(confidence_level=0.95)  # Clopper–Pearson, scipy's default
-    return SignTest(
-        wins_b,
-        wins_a,
-        ties,
-        float(binomtest(wins_b, m, 0.5, alternative="greater").pvalue),
-        float(binomtest(wins_b, m, 0.5, alternative="less").pvalue),
-        float(two.pvalue),
-        (float(ci.low), float(ci.high)),
-    )
+    return SignTest(wins_b, wins_a, len(nets) - wins_b - wins_a, float(p_greater_exact(wins_b, wins_a)))
 
 
 def p_greater_exact(wins_b: int, wins_a: int) -> Fraction:

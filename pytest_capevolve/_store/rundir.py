@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from .._project.candidate import check_tag, escape_id
-from .._project.spec import to_stored
+from .._project.spec import GUARD_KEYS, to_stored
 from .decisions.state import BUDGET_KEYS, RunState
 from .decisions.verdicts import Verdicts
 from .files import (
@@ -78,7 +78,7 @@ class RunDir:
         self.notices: list[str] = []  # damage found and handled (quarantine, rebuilt state)
         self.log = EventLog(self.events_path, self.lock)
         self.claims = Claims(root, self.log.append_event)
-        self.state = RunState(self.state_path, self.spec_lock_path, self.log, self.notices, self.rollout_path)
+        self.state = RunState(self.state_path, self.spec_lock_path, self.log, self.notices)
         self.snapshots = Snapshots(root, self.run_id, self.log, self.project_dir)
         self.rollouts = RolloutFiles(
             root, self.run_id, self.log, self.state, self.index, self.rollout_path, self.notices, self.claims
@@ -127,14 +127,14 @@ class RunDir:
             if run_id != Path(run_id).name or not root.is_dir():
                 known = ", ".join(sorted(p.name for p in runs.glob("*") if p.is_dir())) or "none"
                 raise RunDirError(f"no run {run_id!r} under {runs} (runs there: {known})")
-            return cls(root)
+            return cls.opened(root)
         if not new:
             existing = sorted(p for p in runs.glob("*") if (p / "spec.lock.yaml").is_file())
             unlocked = sorted(p for p in runs.glob("*") if _lock_deleted(p))
             if unlocked and (not existing or unlocked[-1].name > existing[-1].name):
                 raise RunDirError(_LOCK_DELETED.format(run=unlocked[-1]))
             if existing:
-                return cls(existing[-1])
+                return cls.opened(existing[-1])
         if not create:
             raise RunDirError(
                 f"no run under {runs} yet; evaluate first: pytest --capevolve-run {project_dir}"
@@ -144,6 +144,18 @@ class RunDir:
         rundir = cls(root)
         rundir.created = True
         return rundir
+
+    @classmethod
+    def opened(cls, root: Path) -> RunDir:
+        """An existing run, refused before anything reads it when a development build wrote it: no
+        reader below bridges those formats (a damaged lock is left to the reader it stops)."""
+        try:
+            locked = yaml.safe_load((root / "spec.lock.yaml").read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError, UnicodeDecodeError):
+            locked = None
+        if isinstance(locked, dict):
+            _refuse_pre_release(root / "spec.lock.yaml", locked)
+        return cls(root)
 
     @property
     def project_dir(self) -> Path | None:
@@ -194,12 +206,7 @@ class RunDir:
                 f"{self.spec_lock_path}: damaged, not the YAML mapping the run froze "
                 f"({type(locked).__name__}); restore it, or start a new run with --capevolve-new-run"
             )
-        if (why := _pre_release(locked, spec.GUARD_KEYS)) is not None:
-            raise RunDirError(
-                f"{self.spec_lock_path}: written by a development build before pytest-capevolve 0.1.0 "
-                f"({why}), a run-dir format this version does not read; start a new run with "
-                "--capevolve-new-run"
-            )
+        _refuse_pre_release(self.spec_lock_path, locked)
         old = locked
         was = {k: spec.locked_value(old, k) for k in spec.FROZEN_KEYS}
         changed = [k for k in spec.FROZEN_KEYS if was[k] != spec.locked_value(lock, k)]
@@ -237,17 +244,14 @@ class RunDir:
         return splits
 
     def _check_splits(self, splits: dict[str, Any]) -> None:
-        """Refuse a file that is not what its ``splits_frozen`` event froze (sha256 of the ids; older
-        events: the sizes): dropped val tasks or a test task moved into val are never gated on."""
+        """Refuse a file that is not what its ``splits_frozen`` event froze (the sha256 of its ids):
+        dropped val tasks or a test task moved into val are never gated on."""
         frozen = self.log.of_kinds(SPLITS_FROZEN)
         if not frozen:
-            return  # a run older than the event (or imported): nothing recorded to hold it to
+            return  # a kill between the file and its event: nothing recorded to hold it to
         event = frozen[-1]
         try:
-            if "ids_sha256" in event:
-                intact = _ids_digest(splits) == event["ids_sha256"]
-            else:
-                intact = {k: len(splits[k]) for k in ("train", "val", "test")} == event.get("sizes")
+            intact = _ids_digest(splits) == event.get("ids_sha256")
         except (KeyError, TypeError):
             intact = False
         if not intact:
@@ -334,12 +338,17 @@ _LOCK_DELETED = (
 )
 
 
-def _pre_release(locked: dict[str, Any], guard_keys: tuple[str, ...]) -> str | None:
-    """Why ``spec.lock.yaml`` is not today's format (the one check for a pre-release run dir)."""
+def _refuse_pre_release(path: Path, locked: dict[str, Any]) -> None:
+    """Refuse a ``spec.lock.yaml`` not in today's format (the one check for a pre-release run dir)."""
+    missing = [key for key in GUARD_KEYS if key not in locked]
+    why = f"it has no {', '.join(missing)}" if missing else None
     if isinstance(where := locked.get("project_dir"), str) and Path(where).is_absolute():
-        return "its paths are absolute"
-    missing = [key for key in guard_keys if key not in locked]
-    return f"it has no {', '.join(missing)}" if missing else None
+        why = "its paths are absolute"
+    if why is not None:
+        raise RunDirError(
+            f"{path}: written by a development build before pytest-capevolve 0.1.0 ({why}), a run-dir "
+            "format this version does not read; start a new run with --capevolve-new-run"
+        )
 
 
 def _lock_deleted(root: Path) -> bool:

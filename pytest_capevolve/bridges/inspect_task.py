@@ -109,7 +109,7 @@ class InspectTaskAdapter:
     stochastic_score: ClassVar[bool] = False
     thread_safe = True  # a candidate is its folder, handed to the factory: nothing process-wide
     _batches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batches]
-    # one grader client per event loop (``capevolve judge-noise`` runs one loop per rollout)
+    # one grader client per event loop (a client is bound to the loop it was made in)
     _graders: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Model]
 
     def __init__(self, project_dir: Path | None = None, *, factory: Factory | None = None) -> None:

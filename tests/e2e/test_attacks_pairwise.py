@@ -1,4 +1,4 @@
-"""Attacks on what landed with ``gate_mode: pairwise`` and ``capevolve compare --pairwise``.
+"""Attacks on what landed with ``gate_mode: pairwise``.
 
 A shell (the optimizer's, unconfined, or any process of the same user) appends correctly
 chained ``preference`` events through the package's own ``RunDir`` API, saying the judge
@@ -17,8 +17,6 @@ from cli_calls import gate, run
 from pairwise_judge import JUDGE
 from run_log import events
 
-from pytest_capevolve._imported.pairwise import compare_pairwise
-from pytest_capevolve._imported.results import ResultsError
 from pytest_capevolve._store.rundir import RunDir
 
 
@@ -116,67 +114,6 @@ def test_a_judgement_logged_again_after_the_gate_does_not_turn_its_rederivation(
     code, out, err = run(capsys, "gate", "noop", "--project", str(project), "--json")
     assert code != 0 or json.loads(out)["decision"] != "accept", (out, err)
     assert result.ret in (10, 11), result.stdout.str()[-3000:]  # gated, not accepted
-
-
-@pytest.mark.attack(
-    "inputs",
-    attack=(
-        "`capevolve compare --pairwise` on a file where each task was shown B first three times and A "
-        'first once: both orders present, so a judge that always picks the first output "preferred" '
-        "B on all 12 tasks (ACCEPT, p = 1/4096)"
-    ),
-    outcome=(
-        "refused (exit 4): a task judged more often in one order than the other is refused like a "
-        "one-order task, naming it and the way on (as many judgements in each order, or drop the order "
-        "column)"
-    ),
-)
-def test_a_task_shown_mostly_in_one_order_cannot_turn_a_judges_lean_into_an_accept(tmp_path) -> None:
-    """Both orders present, not balanced: a judge that always prefers the output shown first,
-    shown B first three times and A first once on each task, "prefers" B on every task."""
-    rows = ["task_id,order,preference"]
-    for i in range(12):
-        rows += [f"q{i},BA,B", f"q{i},BA,B", f"q{i},BA,B", f"q{i},AB,A"]
-    prefs = tmp_path / "prefs.csv"
-    prefs.write_text("\n".join(rows) + "\n")
-    with pytest.raises(ResultsError) as refused:
-        compare_pairwise(prefs)
-    said = str(refused.value)
-    assert "12 task(s) judged more often in one order" in said and "'q0'" in said
-    assert "as many times in each order" in said  # the way on
-
-
-@pytest.mark.attack(
-    "inputs",
-    attack=(
-        "`capevolve compare --pairwise` on a no-op's judgements (B better on 10 tasks, worse on 10, 30 "
-        "tied of 50) where the judge failed on the 10 B lost (its outputs there choke the judge's "
-        "reply parser): coverage 80 %, so those tasks left the sign test: ACCEPT, p = 1/1024"
-    ),
-    outcome=(
-        "prevented: an accept the failed judgements could flip, each counted as A preferred, is "
-        "indecisive (exit 11), naming the count and the way on (judge them again, mending what made "
-        "the judge fail)"
-    ),
-)
-def test_judgements_failed_on_the_tasks_b_lost_cannot_turn_a_no_op_into_an_accept(tmp_path) -> None:
-    """A no-op: B better on 10 tasks, worse on 10, 30 tied; the judge failed on the 10 B lost (its
-    outputs there choke the judge's reply parser). Coverage 80 %, so those tasks left the sign
-    test: ACCEPT, p = 1/1024. Each failed judgement is now weighed as A preferred."""
-    rows = ["task_id,order,preference,error"]
-    for i in range(50):
-        said = "B," if i < 10 else (",judge reply unparsable" if i < 20 else "tie,")
-        rows += [f"q{i},AB,{said}", f"q{i},BA,{said}"]
-    prefs = tmp_path / "prefs.csv"
-    prefs.write_text("\n".join(rows) + "\n")
-    result = compare_pairwise(prefs)
-    assert result.coverage == 0.8 and result.test.p_greater < 0.001  # what was accepted
-    assert result.decision == "indecisive", result.reason
-    assert "20 failed judgement(s) could flip the decision" in result.reason
-    assert "judge them again" in result.reason  # the way on
-    rows = [r.replace(",judge reply unparsable", "tie,") if r.startswith("q1") else r for r in rows]
-    prefs.write_text("\n".join(rows) + "\n")  # judged (tied) after all: 10 to 0 stands
-    assert compare_pairwise(prefs).decision == "accept"
 
 
 SWAYED = """

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from pytest_capevolve._cli.main import main
-from pytest_capevolve._store.readers.audit import _quarantine_tampered, _rollouts
-from pytest_capevolve._store.rollouts.index_sync import scan_rollouts
+from pytest_capevolve._store.readers.audit import _quarantine_tampered
 from pytest_capevolve._store.rundir import RunDir
 
 BYTES_DIFFER = "its bytes differ from what its rollout event"
@@ -158,36 +157,6 @@ def test_an_output_edited_in_place_is_refused_by_its_reader_and_paid_again(
     assert json.loads(victim.read_text())["output"] == true_output
     capsys.readouterr()
     assert main(["verify", str(rundir)]) == 0, capsys.readouterr().out
-
-
-@pytest.mark.attack(
-    "record",
-    attack=(
-        "a rollout's output, trace or feedback edited, its reward kept (they feed diagnose, the "
-        "handover, an LLM judge's re-scoring, the reports)"
-    ),
-    note="no false alarm on a run logged before events carried a sha256",
-)
-def test_rollout_events_written_before_they_carried_a_sha256_raise_no_alarm(
-    example, projects, capevolve
-) -> None:
-    """A run logged before ``rollout`` events carried ``sha256`` holds its files to their
-    outcome only: an edit of their other fields is no false MISMATCH, nor a quarantine."""
-    project = example("toy_calc")
-    assert capevolve(project).ret == 0
-    rundir = projects.run_dir(project)
-    _edit_output(sorted((rundir / "rollouts" / "val").glob("*.json"))[0])
-    run = RunDir(rundir)
-    events = run.log.events()
-    older = [{k: v for k, v in e.items() if k != "sha256"} if e["kind"] == "rollout" else e for e in events]
-    scan = scan_rollouts(rundir)
-    assert _rollouts(run, events, scan.files, digests=scan.digests)  # the event's digest: named
-    assert _rollouts(run, older, scan.files, digests=scan.digests) == []
-    digests = run.rollouts.digests.current()
-    assert digests and all(isinstance(d, str) for d in digests.values())
-    older_digests = dict.fromkeys(digests)
-    key = next(iter(digests))
-    assert not run.rollouts._bytes_differ(key, b"anything", older_digests)
 
 
 @pytest.mark.attack(

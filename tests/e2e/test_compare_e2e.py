@@ -134,7 +134,6 @@ EXITS = {
     "deepeval": [10, 0],
     "lm-eval": [0, 4],
     "table": [0, 0, 0, 0, 11, 0, 4],
-    "pairwise": [0, 0, 0, 4],
 }
 
 

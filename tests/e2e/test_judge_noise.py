@@ -1,6 +1,6 @@
 """A stochastic judge under capevolve: toy_calc (a deterministic agent) scored by a judge that
-flips one verdict in five at its seed, re-scored three times per rollout; then
-``capevolve judge-noise`` re-scores the persisted outputs without paying a rollout."""
+flips one verdict in five at its seed, re-scored three times per rollout; every verdict splits
+Δ̄'s variance into the judge's share and the agent's."""
 
 from __future__ import annotations
 
@@ -56,31 +56,6 @@ def test_a_noisy_judge_is_re_scored_recorded_and_split_from_the_agent(example, p
             f"careful: Var(Δ̄) is *% the judge*; within a task {share} the judge's: more re-scores*r* = *CI*assumed*"
         ]
     )
-
-    before = sorted(p.name for p in (projects.run_dir(project) / "rollouts").rglob("*.json"))
-    capsys.readouterr()
-    assert main(["judge-noise", "careful", "--project", str(project), "--rescores", "4", "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
-    assert sorted(p.name for p in (projects.run_dir(project) / "rollouts").rglob("*.json")) == before
-    assert report["rescores"] == 4 and report["against"] == "seed"
-    assert 0 < report["judge_share"] <= 1 and report["judge_share"] + report["agent_share"] == 1
-    # the agent is deterministic: the spread within a task is the judge's (its two estimates,
-    # from re-scores and from trials, agree only up to their own noise: seeded, so fixed here)
-    assert report["within_task_judge_share"] > 0.5 and "more re-scores" in report["advice"]
-    assert report["answer"] == "rescores" and report["cost_ratio_assumed"] and report["cost_ratio"] == 4
-    # a rollout that costs almost nothing beside its judge calls: the same noise, trials pay
-    assert main(["judge-noise", "careful", "--project", str(project), "--cost-ratio", "1e-9", "--json"]) == 0
-    cheap = json.loads(capsys.readouterr().out)
-    assert cheap["answer"] != "rescores" and not cheap["cost_ratio_assumed"]
-
-
-def test_judge_noise_refuses_a_deterministic_scorer_in_one_line(example, capevolve, capsys):
-    project = example("toy_calc")
-    assert capevolve(project, "careful").ret == 0
-    capsys.readouterr()
-    assert main(["judge-noise", "careful", "--project", str(project)]) != 0
-    out = capsys.readouterr()
-    assert "stochastic_score = True" in out.out + out.err and (out.out + out.err).count("\n") <= 2
 
 
 def test_every_verdict_carries_the_split_not_only_a_plain_gate_sessions(example, projects, capevolve, capsys):
@@ -149,8 +124,7 @@ def test_judge_rescores_is_frozen_with_the_run(example, projects, capevolve):
     "inputs",
     attack=(
         "an LLM judge's re-scores rewritten to the same mean (`[1, 0, 0]` → `[1/3] × 3`: the reward, "
-        "all a file was held to, unchanged; the judge made to look noiseless), or an output edited "
-        "before `capevolve judge-noise` re-scores it"
+        "all a file was held to, unchanged; the judge made to look noiseless)"
     ),
     outcome=(
         "refused in one line naming the file: what the judge's split reads is held to its rollout "
@@ -191,11 +165,6 @@ def test_re_scores_edited_to_the_same_mean_are_refused_not_split(example, projec
         "refused": f"{path.name}: its judge re-scores are not what its rollout event "
         "recorded (sha256): edited after it was written, so no judge/agent split is given"
     }
-    # capevolve judge-noise re-scores the outputs: an edited file is refused there too, in one line
-    assert main(["judge-noise", "careful", "--project", str(project)]) != 0
-    out = capsys.readouterr()
-    said = [line for line in (out.out + out.err).splitlines() if path.name in line]
-    assert len(said) == 1 and "it is not re-scored" in said[0]
 
 
 @pytest.mark.attack(

@@ -26,7 +26,6 @@ NEEDS = {
     "work": ["new", "careful"],
     "spend": [],
     "diagnose": ["careful"],
-    "judge-noise": ["careful"],
     "diff": ["careful"],
     "multirep": ["careful"],
     "merge": ["a", "b", "--tag", "ab"],

@@ -88,7 +88,7 @@ def test_jsonl_reads_the_same_and_a_table_without_trials_numbers_nothing(tmp_pat
         ("task_id,trial,reward\nt1,1,1\nt1,1,0\n", "trial '1' twice"),
         ("name,reward\nt1,1\n", "no task id column"),
         ("task_id,value\nt1,1\n", "no reward column"),
-        ("task_id,preference\nt1,B\n", "compared alone: capevolve compare --pairwise"),
+        ("task_id,preference\nt1,B\n", "gated in a session: gate_mode: pairwise"),
         ("task_id,trial,reward\n", "no results found"),
         ("task_id,trial,reward\n,1,1\n", "no task id"),
     ],

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pytest_capevolve import exitcodes
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._engine import judging
 from pytest_capevolve._engine.runner import AdapterRunner, run_and_score
@@ -168,21 +169,10 @@ def test_the_spec_lock_of_a_project_without_re_scores_is_what_it_was(examples):
     assert "judge_rescores" not in load_spec(examples / "toy_calc").to_lock()
 
 
-class AsyncJudge(Judge):
-    """A judge whose ``score`` is ``async def``, as the inspect bridge's is."""
-
-    async def score(self, task, rollout, *, seed):  # type: ignore[override]
-        return Judge.score(self, task, rollout, seed=seed)
-
-
-def test_a_re_score_from_plain_code_awaits_an_async_judge():
-    """``capevolve judge-noise`` re-scores outside any event loop: an ``async def`` scorer is
-    awaited (it used to come back as a coroutine, refused as 'must return a Score')."""
-    task, rollout = Task(id="t", input=1, target=1), Rollout(task_id="t", output=1)
-    sync = judging.score_rollout_now(Judge(), task, rollout, seed=5, rescores=3)
-    awaited = judging.score_rollout_now(AsyncJudge(), task, rollout, seed=5, rescores=3)
-    assert awaited.judge == sync.judge and awaited.score.reward == sync.score.reward
-    assert len(awaited.judge["rewards"]) == 3
+def test_judge_noise_is_refused_naming_the_verdicts_split(capsys):
+    assert main(["judge-noise", "careful"]) == exitcodes.USAGE
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "judge-noise is gone" in err and "capevolve gate TAG --json" in err
 
 
 def test_a_verdict_carries_the_split_of_the_cells_it_compared():

@@ -3,12 +3,16 @@ checked out by CI in another folder, continues its run there."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
+from pytest_capevolve import exitcodes
+from pytest_capevolve._cli.main import main
 from pytest_capevolve._project.spec import load_spec, to_stored
+from pytest_capevolve._show.runs import list_runs
 from pytest_capevolve._store.rundir import RunDir, RunDirError
 
 
@@ -23,9 +27,11 @@ def old_style_lock(project: Path) -> dict:
     }
 
 
-def test_a_pre_release_lock_is_refused_naming_a_new_run(tmp_path: Path, example) -> None:
+def test_a_pre_release_lock_is_refused_naming_a_new_run(tmp_path: Path, example, capsys) -> None:
     """A run dir a development build wrote (absolute paths, or no guard keys in its lock) is
-    refused in one line that names the way on, never read with today's meaning guessed."""
+    refused in one line that names the way on, never read with today's meaning guessed: by a
+    session (its lock checked) and by every reader that opens it (the newest run, ``--run-id``, a
+    run dir given to ``capevolve verify``), before any reader of its files runs."""
     project = example("toy_calc").resolve()
     runs = project / ".capevolve" / "runs" / "20240101-000000-abcdef"
     runs.mkdir(parents=True)
@@ -36,10 +42,19 @@ def test_a_pre_release_lock_is_refused_naming_a_new_run(tmp_path: Path, example)
         ({k: v for k, v in today.items() if k != "protected_paths"}, "it has no protected_paths"),
     ):
         rundir.spec_lock_path.write_text(yaml.safe_dump(lock, sort_keys=True))
-        with pytest.raises(RunDirError, match=f"development build before pytest-capevolve 0.1.0 \\({why}\\)"):
+        said = f"development build before pytest-capevolve 0.1.0 \\({why}\\)"
+        with pytest.raises(RunDirError, match=said):
             rundir.ensure_spec_lock(load_spec(project))
+        for run_id in (None, runs.name):
+            with pytest.raises(RunDirError, match=said):
+                RunDir.resolve(project, run_id, create=False)
+        (runs / "events.jsonl").touch()
+        assert main(["verify", str(runs)]) == exitcodes.USAGE
+        assert re.search(said, capsys.readouterr().err)
+        assert re.search(said, list_runs(project)[0]["error"])  # `capevolve runs`: its row says why
     rundir.spec_lock_path.write_text(yaml.safe_dump(today, sort_keys=True))
     rundir.ensure_spec_lock(load_spec(project))  # today's lock: read as it is
+    assert RunDir.resolve(project, create=False).root == runs
 
 
 def test_paths_are_stored_relative_inside_the_project_and_absolute_outside(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_capevolve._project.spec import GUARD_KEYS
 from pytest_capevolve._store import rundir as rundir_module
 from pytest_capevolve._store.rundir import RunDir, new_run_id
 
@@ -20,7 +21,7 @@ def test_runs_made_in_the_same_second_resolve_to_the_last_made(
     made = []
     for _ in range(5):
         run = RunDir.resolve(tmp_path, new=True)
-        (run.root / "spec.lock.yaml").write_text("{}\n")
+        (run.root / "spec.lock.yaml").write_text("".join(f"{key}: []\n" for key in GUARD_KEYS))
         made.append(run.run_id)
         assert RunDir.resolve(tmp_path).run_id == run.run_id
     assert made == sorted(made) and len(set(made)) == 5

@@ -1,16 +1,15 @@
 """The judge in the gate: its share of the noise, and its preferences for ``gate_mode: pairwise``.
 
-``capevolve judge-noise TAG`` splits the paired delta's variance into the judge's share and the agent's: it
-re-scores persisted val outputs with the adapter's stochastic scorer, pays no rollout and writes nothing.
-A pairwise gate has each (task, trial) valid on both arms judged in both orders, so a lean to a position
-cancels, and logged as a ``preference`` event under its session's ``judging`` claim: a judgement no claim
-holds, or a cell judged twice, is refused before anything reads it (controller only, after the run loop).
-Every record read is held to the sha256 its ``rollout`` event logged."""
+A verdict's ``judge_noise`` splits the paired delta's variance into the judge's share and the agent's,
+from the re-scores its rollouts recorded. A pairwise gate has each (task, trial) valid on both arms
+judged in both orders, so a lean to a position cancels, and logged as a ``preference`` event under its
+session's ``judging`` claim: a judgement no claim holds, or a cell judged twice, is refused before
+anything reads it (controller only, after the run loop). Every record read is held to the sha256 its
+``rollout`` event logged."""
 
 from __future__ import annotations
 
 import hashlib
-from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from fractions import Fraction
@@ -22,12 +21,9 @@ from ..._decide.verdict import ACCEPT, INDECISIVE, Verdict
 from ..._engine.judging import (
     JUDGE_SEED_STRIDE,
     PREFERENCE_ORDERS,
-    declared_stochastic,
-    judge_seed,
     prefer_in_order,
-    score_rollout_now,
 )
-from ..._project.adapter import AdapterError, Rollout, Task, check_reward
+from ..._project.adapter import Task
 from ..._project.blocks import local_trial
 from ..._stats.judge_noise import JudgeSplit, RescoreAdvice, arm_within, rescore_advice, split
 from ..._stats.pairwise import net_preference, p_greater_exact, sign_test
@@ -36,91 +32,12 @@ from ..._store.log.paid_by import UntrustedRecord
 from ..._store.readers.evidence import Arm
 from ..._store.rollouts.record import RolloutRecord
 from ..._store.rundir import RunDir
-from ...exitcodes import Refusal, first_few
+from ...exitcodes import first_few
 
 if TYPE_CHECKING:
     from .verdicts import Evidence
 
 GATE_SPLIT = "val"  # the split every verdict is decided on (.verdicts, which imports this module)
-
-
-class JudgeNoiseRefusal(Refusal):
-    """Nothing to split: the message says why, in one line."""
-
-
-def _rescored(adapter: Any, pool: dict[str, Task], record: RolloutRecord, rescores: int) -> list[float]:
-    task = pool.get(record.task_id)
-    if task is None:
-        raise JudgeNoiseRefusal(
-            f"task {record.task_id!r} of a persisted rollout is not in the adapter's tasks"
-        )
-    rollout = Rollout(task_id=record.task_id, output=record.output, trace=record.trace)
-    judged = score_rollout_now(adapter, task, rollout, seed=record.seed, rescores=rescores)
-    rewards = (judged.judge or {}).get("rewards") or [judged.score.reward]
-    return [check_reward(r, f"score({task.id!r})") for r in rewards]
-
-
-def judge_noise(
-    rundir: RunDir,
-    adapter: Any,
-    pool: dict[str, Task],
-    tag: str,
-    *,
-    against: str,
-    rescores: int,
-    cost_ratio: float | None = None,
-) -> dict[str, Any]:
-    """The split for ``tag`` against ``against`` on val. ``cost_ratio``: a rollout's agent run in judge calls
-    (None: r, said as assumed)."""
-    if not declared_stochastic(adapter):
-        raise JudgeNoiseRefusal(
-            f"{type(adapter).__name__} does not declare stochastic_score = True: its score() is "
-            "deterministic, so all of the delta's variance is the agent's"
-        )
-    if rescores < 2:
-        raise JudgeNoiseRefusal(f"--rescores {rescores}: the judge's variance needs at least 2")
-    per_arm: dict[str, dict[str, list[list[float]]]] = {tag: defaultdict(list), against: defaultdict(list)}
-    held = HeldToEvents(rundir)
-    for record in rundir.rollouts.rollouts("val"):
-        if record.tag in per_arm and record.valid:
-            try:
-                held.check(record, "its output and trace are", "it is not re-scored")
-                per_arm[record.tag][record.task_id].append(_rescored(adapter, pool, record, rescores))
-            except (AdapterError, EditedRescores) as exc:
-                raise JudgeNoiseRefusal(str(exc)) from None
-    tasks = sorted(set(per_arm[tag]) & set(per_arm[against]))
-    if len(tasks) < 2:
-        raise JudgeNoiseRefusal(
-            f"{tag!r} and {against!r} share {len(tasks)} val task(s) with valid rollouts; the split needs 2"
-        )
-    delta_mean, result, advice = _split_tasks(per_arm[tag], per_arm[against], tasks, rescores, cost_ratio)
-    return {
-        "tag": tag,
-        "against": against,
-        "split": "val",
-        "n_tasks": result.n_tasks,
-        "rescores": rescores,
-        "judge_seeds": f"rollout seed + {judge_seed(0, 1)} x j, j = 0..{rescores - 1}",
-        "delta_mean": delta_mean,
-        "se": float(np.sqrt(result.var_total)),
-        **_shares(result),
-        "cost_ratio": advice.cost_ratio,
-        "cost_ratio_assumed": advice.cost_ratio_assumed,
-        **_advised(advice),
-    }
-
-
-def render(report: dict[str, Any]) -> list[str]:
-    return (
-        f"judge noise: {report['tag']} vs {report['against']} on val, {report['n_tasks']} tasks, "
-        f"{report['rescores']} re-scores per output (no rollout paid)\n"
-        f"  Δ̄ {report['delta_mean']:+.4f}  SE {report['se']:.4f}  "
-        f"(SE counts both: every delta is of averaged re-scores)\n"
-        f"  Var(Δ̄) = judge {report['var_judge']:.6f} ({report['judge_share']:.0%}) + "
-        f"agent {report['var_agent']:.6f} ({report['agent_share']:.0%})\n"
-        f"  within a task: the judge's share {report['within_task_judge_share']:.0%}\n"
-        f"  {report['advice']}"
-    ).split("\n")
 
 
 RescoresByTag = dict[str, dict[tuple[str, int], list[float]]]
@@ -177,7 +94,7 @@ def split_entry(candidate: PerTask, best: PerTask) -> dict[str, Any]:
     sizes = {len(s) for arm in (candidate, best) for t in tasks for s in arm[t]}
     if len(tasks) < 2 or len(sizes) != 1:
         return {}
-    _, result, advice = _split_tasks(candidate, best, tasks, sizes.pop())
+    result, advice = _split_tasks(candidate, best, tasks, sizes.pop())
     return {
         "rescores": result.rescores,
         "n_tasks": result.n_tasks,
@@ -188,8 +105,8 @@ def split_entry(candidate: PerTask, best: PerTask) -> dict[str, Any]:
 
 
 def _split_tasks(
-    candidate: PerTask, best: PerTask, tasks: list[str], rescores: int, cost_ratio: float | None = None
-) -> tuple[float, JudgeSplit, RescoreAdvice]:
+    candidate: PerTask, best: PerTask, tasks: list[str], rescores: int
+) -> tuple[JudgeSplit, RescoreAdvice]:
     deltas, judge, within = [], [], []
     for t in tasks:
         cand, base = np.array(candidate[t]), np.array(best[t])
@@ -198,11 +115,7 @@ def _split_tasks(
         judge.append(jc + jb)
         within.append(wc + wb)
     result = split(np.array(deltas), np.array(judge), np.array(within), rescores)
-    return (
-        float(np.mean(deltas)),
-        result,
-        rescore_advice(np.array(judge), np.array(within), rescores, cost_ratio),
-    )
+    return result, rescore_advice(np.array(judge), np.array(within), rescores)
 
 
 def _shares(result: JudgeSplit) -> dict[str, Any]:

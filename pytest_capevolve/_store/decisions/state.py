@@ -39,7 +39,6 @@ class RunState:
         spec_lock_path: Path,
         log: EventLog,
         notices: list[str],
-        rollout_path: Callable[[str, str, str, int], Path],
     ) -> None:
         self.state_path = state_path
         self.spec_lock_path = spec_lock_path
@@ -47,7 +46,6 @@ class RunState:
         self.lock = log.lock
         self.events_path = log.events_path
         self.notices = notices
-        self.rollout_path = rollout_path
         self._spend_cache: tuple[tuple[Any, ...], int, int, int, float] | None = None
         self._tally: StateTally | None = None  # the log folded so far (:meth:`_caught_up_tally`)
 
@@ -83,7 +81,7 @@ class RunState:
             lock = yaml.safe_load(self.spec_lock_path.read_text(encoding="utf-8")) or {}
             state["budget"] = {key: lock.get(key) for key in BUDGET_KEYS}
         events = self.log.events() if events is None else events
-        tally = StateTally(self._file_cost)
+        tally = StateTally()
         tally.fold_all(events)
         logged = tally.at(int(events[-1].get("seq", 0)) if events else 0)
         assert logged is not None  # a tally folded from the start answers for every point
@@ -93,13 +91,6 @@ class RunState:
                 del spent[what]
         state.update(logged, spent=spent)
         return state
-
-    def _file_cost(self, event: dict[str, Any]) -> float:
-        try:
-            path = self.rollout_path(event["split"], event["task_id"], event["tag"], event["trial"])
-            return float(read_json(path).get("cost_usd") or 0.0)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return 0.0
 
     def _check_against_log(self, state: dict[str, Any]) -> None:
         """Refuse ``state`` unless every number a decision reads is what the log adds up to at
@@ -120,7 +111,7 @@ class RunState:
                 return
             logged = tally.at(at)
             assert logged is not None
-        problems = _disagreements(state, logged, stall=tally.stall_logged, also=OPTIMIZER_SPEND)
+        problems = _disagreements(state, logged, also=OPTIMIZER_SPEND)
         if problems:
             raise RunDirError(
                 f"{self.state_path}: {problems[0]} at event {at}; state.json was edited. "
@@ -131,10 +122,10 @@ class RunState:
         """The log's counters folded to its end, from the last checkpoint (``whole``: the start)."""
         tally = self._tally
         if tally is None or (whole and tally.floor):
-            tally = (None if whole else self._checkpointed_tally()) or StateTally(self._file_cost)
+            tally = (None if whole else self._checkpointed_tally()) or StateTally()
         got = self.log.events_after(tally.offset, tally.seq, tally.fold)
         if got is None and tally.seq:
-            tally = StateTally(self._file_cost)
+            tally = StateTally()
             got = self.log.events_after(0, 0, tally.fold)
         if got is None:
             self._tally = None
@@ -151,7 +142,7 @@ class RunState:
             if not self.log.linked(event):
                 return None
             at = int(event["offset"]), int(event["upto"])
-            return StateTally.resumed(self._file_cost, event["state"], *at)
+            return StateTally.resumed(event["state"], *at)
         return None
 
     def checkpoint_fields(self, offset: int, seq: int) -> dict[str, Any]:
@@ -215,11 +206,9 @@ class RunState:
             return [f"{name}: missing; the events add up to best {expected['best_id']!r}"]
         except (ValueError, AssertionError, UnicodeDecodeError):
             return [f"{name}: unreadable"]
-        kinds = set(map(dict.get, events, repeat("kind")))  # (in C: 60,000 events)
-        stall = "stalled" in kinds or DECISION in kinds  # older logs did not record stalls
         if isinstance(state.get("spent"), dict):  # the rollouts logged since it was written count
             state = self._with_recent_spend(dict(state))
-        return [f"{name}: {problem}" for problem in _disagreements(state, expected, stall=stall)]
+        return [f"{name}: {problem}" for problem in _disagreements(state, expected)]
 
     def rebuild(self, problems: Sequence[str]) -> str:
         self._replayed("; ".join(problems), with_spent=False)
@@ -268,9 +257,8 @@ class RunState:
 
         def fold(event: dict[str, Any]) -> None:  # rollouts summed as they are read, not held
             if event.get("kind") == ROLLOUT:
-                cost = event.get("cost_usd")
                 folded[0] += 1
-                folded[1] += float(self._file_cost(event) if cost is None else cost)
+                folded[1] += float(event.get("cost_usd") or 0.0)
 
         tail = self.log.events_after(offset, seq, fold)
         if tail is None:
@@ -289,15 +277,13 @@ class RunState:
         return state
 
 
-def _disagreements(
-    state: dict[str, Any], logged: dict[str, Any], *, stall: bool, also: Sequence[str] = ()
-) -> list[str]:
+def _disagreements(state: dict[str, Any], logged: dict[str, Any], *, also: Sequence[str] = ()) -> list[str]:
     """Each number of ``state`` that is not ``logged``'s (and ``also``'s optimizer spend), in words."""
     spent, want = state.get("spent") or {}, logged["spent"]
     exact = [
         ("best_id", state.get("best_id"), logged["best_id"]),
         ("iterations", state.get("iterations"), logged["iterations"]),
-        *([("stall", state.get("stall"), logged["stall"])] if stall else []),
+        ("stall", state.get("stall"), logged["stall"]),
         ("spent.metric_calls", spent.get("metric_calls"), want["metric_calls"]),
     ]
     # sums of costs: equal up to rounding (an optimizer's spend is absent until its first decision)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import math
 from array import array
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..._project.candidate import SEED_TAG
@@ -82,40 +82,35 @@ def best_refusal(path: str, unjustified: list[str]) -> str:
 
 
 class StateTally:
-    """The log's counters, folded event by event (``file_cost``: old logs' rollouts' cost)."""
+    """The log's counters, folded event by event."""
 
-    def __init__(self, file_cost: Callable[[dict[str, Any]], float]) -> None:
-        self.file_cost = file_cost
+    def __init__(self) -> None:
         self.offset = 0  # where in the log the fold has reached: its byte offset and seq
         self.seq = 0
         self._rollout_seqs = array("q")
         self._spend = array("d")  # the running sum of rollout costs, one per rollout
         self._change_seqs = array("q", [0])
         self._counters: list[dict[str, Any]] = [_start()]
-        self.stall_logged = False  # whether any event records stalls (older logs did not)
         self.floor = 0  # the first seq this tally answers for (a checkpoint's, when resumed)
         self._base = (0, 0.0)  # rollouts and their cost up to ``floor``
         self.best_rule = BestRule()  # a best_changed no accept explains moves nothing
 
     @classmethod
-    def resumed(
-        cls, file_cost: Callable[[dict[str, Any]], float], held: Any, offset: int, seq: int
-    ) -> StateTally | None:
+    def resumed(cls, held: Any, offset: int, seq: int) -> StateTally | None:
         """A tally going on from ``held`` (logged at ``offset``, ``seq``); None if it is not a tally."""
         if not isinstance(held, dict) or not isinstance(held.get("best_id"), str):
             return None
         announced = held.get("announced")
         counts = [held.get(what) for what in ("iterations", "stall", "metric_calls")]
         sums: list[Any] = [held.get(what) for what in ("usd", *OPTIMIZER_SPEND)]
-        if not isinstance(announced, str | None) or not isinstance(held.get("stall_logged"), bool):
+        if not isinstance(announced, str | None):
             return None
         if not all(type(v) is int and v >= 0 for v in counts):  # counts: ints, sums: finite numbers
             return None
         if not all(type(v) in (int, float) and math.isfinite(v) for v in sums):
             return None
-        tally = cls(file_cost)
+        tally = cls()
         tally.offset, tally.seq, tally.floor = offset, seq, seq
-        tally.stall_logged = bool(held["stall_logged"])
         tally._base = (int(held["metric_calls"]), float(held["usd"]))
         kept = ("best_id", "iterations", "stall", "announced", *OPTIMIZER_SPEND)
         counters = {what: held[what] for what in kept}
@@ -133,21 +128,19 @@ class StateTally:
             **self._counters[-1],
             "metric_calls": self._base[0] + calls,
             "usd": self._spend[-1] if calls else self._base[1],
-            "stall_logged": self.stall_logged,
             "accepted": sorted(self.best_rule.accepted),
         }
 
     def fold_all(self, events: list[dict[str, Any]]) -> None:
         """:meth:`fold` on each of ``events``, rollouts folded in line (no call per rollout)."""
-        seqs, spend, file_cost, fold = self._rollout_seqs, self._spend, self.file_cost, self.fold
+        seqs, spend, fold = self._rollout_seqs, self._spend, self.fold
         for event in events:
             if event.get("kind") != ROLLOUT:
                 fold(event)
                 continue
-            cost = event.get("cost_usd")
             before = spend[-1] if spend else self._base[1]
             seqs.append(int(event.get("seq", 0)))
-            spend.append(before + float(file_cost(event) if cost is None else cost))
+            spend.append(before + float(event.get("cost_usd") or 0.0))
 
     def fold(self, event: dict[str, Any]) -> None:
         kind = event.get("kind")
@@ -155,13 +148,12 @@ class StateTally:
             self.fold_all([event])
             return None
         seq = int(event.get("seq", 0))
-        if kind not in (DECISION, BEST_CHANGED, "stalled"):
+        if kind not in (DECISION, BEST_CHANGED):
             return None
         if not self.best_rule.see(event):
             return None
         counters = dict(self._counters[-1])
         if kind == DECISION:
-            self.stall_logged = True
             counters["iterations"] += 1
             if event.get("decision") == "reject":
                 counters["stall"] += 1
@@ -170,15 +162,12 @@ class StateTally:
             for what in OPTIMIZER_SPEND:
                 counters[what] = counters[what] + (event.get(what) or 0)
             counters["announced"] = str(event["tag"]) if event.get("decision") == "accept" else None
-        elif kind == BEST_CHANGED:
+        else:  # best_changed
             best = str(event["best_id"])
             if counters["announced"] != best:  # not the accept just booked: a change of its own
                 counters["iterations"] += 1
                 counters["stall"] = 0
             counters["best_id"], counters["announced"] = best, None
-        else:  # stalled: a log from before decisions were booked
-            self.stall_logged = True
-            counters["stall"] += 1
         self._change_seqs.append(seq)
         self._counters.append(counters)
         return None

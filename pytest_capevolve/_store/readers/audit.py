@@ -161,11 +161,10 @@ def _file_against_log(
         logged = last.get(key)  # (a second file holding the same key)
     if logged is None:
         return [f"{rel}: no rollout event records it (written outside a session?)"], False
-    # the bytes as the event recorded them (an event older than its sha256 holds the
-    # outcome only): an edit of the output, trace, feedback... leaves the reward alone
-    recorded = logged.get("sha256")
+    # the bytes as the event recorded them: an edit of the output, trace, feedback... leaves the
+    # reward alone
     if reward == logged.get("reward") and error == logged.get("infra_error"):
-        if recorded is None or digest is None or digest == recorded:
+        if digest is None or digest == logged.get("sha256"):
             return None
         return [
             f"{rel}: its bytes differ from what its rollout event (seq {logged.get('seq')}) "

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..._project.blocks import first_trial
-from ..._project.candidate import legacy_escape_id
 from ..._project.splits import TEST_SPLIT, TestSealError
 from ..decisions.state import SPEND_FLUSH_EVERY, RunState
 from ..files import RunDirError, atomic_write_text, write_new_text
@@ -78,10 +77,6 @@ class RolloutFiles(RolloutReadBack):
             except IsADirectoryError:  # a folder planted under its name: moved aside, not this rollout's loss
                 self.quarantine(path, "a folder, not a rollout file")
                 stat = atomic_write_text(path, content)
-        # a run written before case-safe names may hold this rollout under its old name
-        legacy = f"{legacy_escape_id(record.task_id)}__{record.tag}__t{int(record.trial)}.json"
-        if legacy != path.name:
-            path.with_name(legacy).unlink(missing_ok=True)
         return path, stat, hashlib.sha256(content.encode("utf-8")).hexdigest()
 
     def _file_of(self, split: str, task_id: str, tag: str, trial: int) -> str:
