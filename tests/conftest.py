@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import scipy.signal  # noqa: F401  (the statistics import scipy where it is used: keep it loaded)
-import scipy.stats  # noqa: F401
+import scipy.stats  # noqa: F401  (the statistics import scipy where it is used: keep it loaded)
 from cap_evolve_project import ADAPTER, DATA, SPEC, _rollout
 from openai_example import standin_server
 
@@ -86,6 +85,53 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from xdist.scheduler import WorkStealingScheduling
 
     return WorkStealingScheduling(config, log)
+
+
+# The files whose dearest test takes 5 CPU-s or more, dearest first (`python benchmarks/suite_cpu.py
+# --where`, session 24: the newcomer's path 23.7, the inspect bridge 22.3, a playbook 14.6, ...).
+DEAREST_FIRST = (
+    "e2e/test_newcomer_path.py",
+    "e2e/test_inspect_bridge.py",
+    "e2e/test_playbooks.py",
+    "e2e/test_compare_e2e.py",
+    "e2e/test_openai_agent.py",
+    "e2e/test_screen_grow_e2e.py",
+    "e2e/test_candidate_bytes.py",
+    "e2e/test_docs_commands.py",
+    "e2e/test_finalize.py",
+    "calibration/test_null_rates.py",
+    "e2e/test_attacks_redteam.py",
+    "e2e/test_agent_boundary.py",
+    "e2e/test_hill_climb.py",
+    "e2e/test_dashboard.py",
+    "e2e/test_controller_stop.py",
+    "e2e/test_moved_project.py",
+    "e2e/test_crash_resume.py",
+)
+FOLDERS_FIRST = ("e2e", "calibration", "unit")
+
+
+def _cost_rank(item: pytest.Item) -> int:
+    """Where an item goes in the suite's order: the dearest files, then the other sessions, the
+    calibration rates, the pure tests, anything else (the microcases)."""
+    path = item.path.as_posix()
+    for rank, file in enumerate(DEAREST_FIRST):
+        if path.endswith(f"/tests/{file}"):
+            return rank
+    for rank, folder in enumerate(FOLDERS_FIRST, start=len(DEAREST_FIRST)):
+        if f"/tests/{folder}/" in path:
+            return rank
+    return len(DEAREST_FIRST) + len(FOLDERS_FIRST)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The suite's items, dearest first (a stable sort: a file's tests keep their order), on the
+    controller and on every worker alike. Work stealing hands each worker a slice of this order
+    and moves the end of the longest queue to a worker that runs dry; with the long sessions at
+    the front, the last minute of a ``-n 2`` run is the pure tests on both cores, not one
+    20-second session on one core while the other idles. A session a test starts is not ordered
+    (it is configured from its own folder)."""
+    items.sort(key=_cost_rank)
 
 
 @pytest.fixture(autouse=True)
