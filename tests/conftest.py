@@ -95,7 +95,10 @@ DEAREST_FIRST = (
     "e2e/test_playbooks.py",
     "e2e/test_compare_e2e.py",
     "e2e/test_openai_agent.py",
+    "e2e/test_merge.py",
     "e2e/test_screen_grow_e2e.py",
+    "e2e/test_loop_to_the_letter.py",
+    "e2e/test_loop_e2e.py",
     "e2e/test_candidate_bytes.py",
     "e2e/test_docs_commands.py",
     "e2e/test_finalize.py",
@@ -104,8 +107,11 @@ DEAREST_FIRST = (
     "e2e/test_agent_boundary.py",
     "e2e/test_hill_climb.py",
     "e2e/test_dashboard.py",
+    "e2e/test_gate_e2e.py",
     "e2e/test_controller_stop.py",
     "e2e/test_moved_project.py",
+    "unit/test_arm_summaries.py",
+    "e2e/test_microcases.py",
     "e2e/test_crash_resume.py",
 )
 FOLDERS_FIRST = ("e2e", "calibration", "unit")
