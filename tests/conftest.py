@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import scipy.stats  # noqa: F401  (the statistics import scipy where it is used: keep it loaded)
 from cap_evolve_project import ADAPTER, DATA, SPEC, _rollout
+from fix_list_project import fixing, make_fix_list, split_ids
 from openai_example import standin_server
 
 # The plugin imports the session code (numpy, scipy) only when a capevolve session starts. An
@@ -435,6 +436,38 @@ def noop_gated(built: Built, example: Example, projects: Projects, capevolve: Ca
         return project, None
 
     return built("noisy-agent-one-trial-noop-gated", "noisy_agent", make)[0]
+
+
+@pytest.fixture
+def fix_list_baseline(built: Built, example: Example, projects: Projects, capevolve: Capevolve) -> Path:
+    """The fix-list project (tests/fix_list_project.py, at ``pytester.path / "fixes"``) after its
+    first session (the seed's val rollouts, the splits frozen): built once per process
+    (:class:`Built`), a copy for each test."""
+
+    def make() -> tuple[Path, None]:
+        project = make_fix_list(example, projects)
+        result = capevolve(project)
+        assert result.ret == 0, result.stdout.str()
+        return project, None
+
+    return built("fix-list-baseline", "fixes", make)[0]
+
+
+@pytest.fixture
+def fix_list_big_accepted(built: Built, example: Example, projects: Projects, capevolve: Capevolve) -> Path:
+    """The fix-list project after its first session and the gate of ``big`` (the seed plus five
+    val tasks fixed: p = 1/32, accepted at α = 0.05), booked (``--capevolve-commit auto``): built
+    once per process (:class:`Built`), a copy for each test."""
+
+    def make() -> tuple[Path, None]:
+        project = make_fix_list(example, projects)
+        assert capevolve(project).ret == 0
+        fixing(project, "big", split_ids(project, "val")[:5])
+        gated = capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"])
+        assert gated.ret == 0, gated.stdout.str()
+        return project, None
+
+    return built("fix-list-big-accepted", "fixes", make)[0]
 
 
 @pytest.fixture
