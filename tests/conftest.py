@@ -439,6 +439,20 @@ def noop_gated(built: Built, example: Example, projects: Projects, capevolve: Ca
 
 
 @pytest.fixture
+def toy_calc_baseline(built: Built, example: Example, capevolve: Capevolve) -> Path:
+    """examples/toy_calc after its first session (the seed's val rollouts, the splits frozen):
+    built once per process (:class:`Built`), a copy for each test."""
+
+    def make() -> tuple[Path, None]:
+        project = example("toy_calc")
+        result = capevolve(project)
+        assert result.ret == 0, result.stdout.str()
+        return project, None
+
+    return built("toy-calc-baseline", "toy_calc", make)[0]
+
+
+@pytest.fixture
 def fix_list_baseline(built: Built, example: Example, projects: Projects, capevolve: Capevolve) -> Path:
     """The fix-list project (tests/fix_list_project.py, at ``pytester.path / "fixes"``) after its
     first session (the seed's val rollouts, the splits frozen): built once per process

@@ -52,10 +52,9 @@ def _edit_trace_in_place(path: Path) -> None:
     ),
 )
 def test_an_output_or_trace_edited_in_a_rollout_file_is_named_by_verify_and_quarantined_by_repair(
-    example, projects, capevolve, capsys
+    toy_calc_baseline, projects, capevolve, capsys
 ) -> None:
-    project = example("toy_calc")
-    assert capevolve(project).ret == 0
+    project = toy_calc_baseline
     rundir = projects.run_dir(project)
     files = sorted((rundir / "rollouts" / "val").glob("*.json"))
     output_edited, trace_edited = files[0], files[1]
@@ -104,10 +103,9 @@ def test_an_output_or_trace_edited_in_a_rollout_file_is_named_by_verify_and_quar
     ),
 )
 def test_a_resume_after_an_output_edit_quarantines_and_pays_that_rollout_again(
-    example, projects, capevolve, capsys
+    toy_calc_baseline, projects, capevolve, capsys
 ) -> None:
-    project = example("toy_calc")
-    assert capevolve(project).ret == 0
+    project = toy_calc_baseline
     rundir = projects.run_dir(project)
     victim = sorted((rundir / "rollouts" / "val").glob("*.json"))[2]
     true_output = json.loads(victim.read_text())["output"]
@@ -133,12 +131,11 @@ def test_a_resume_after_an_output_edit_quarantines_and_pays_that_rollout_again(
     note="no false alarm on a run logged before events carried a sha256",
 )
 def test_rollout_events_written_before_they_carried_a_sha256_raise_no_alarm(
-    example, projects, capevolve
+    toy_calc_baseline, projects
 ) -> None:
     """A run logged before ``rollout`` events carried ``sha256`` holds its files to their
     outcome only: an edit of their other fields is no false MISMATCH, nor a quarantine."""
-    project = example("toy_calc")
-    assert capevolve(project).ret == 0
+    project = toy_calc_baseline
     rundir = projects.run_dir(project)
     _edit_output(sorted((rundir / "rollouts" / "val").glob("*.json"))[0])
     run = RunDir(rundir)
@@ -257,7 +254,7 @@ class _StopsBeforeTheBurn:
     ),
 )
 def test_a_test_event_edited_to_match_a_forged_file_breaks_the_chain_and_nothing_is_sealed(
-    example, projects, capevolve, pytester
+    toy_calc_baseline, projects, capevolve, pytester
 ) -> None:
     """Red team: a finalize stopped before its burn; a failed test rollout's file rewritten as a
     pass and its event's reward and sha256 edited to match, the next line's link left broken.
@@ -265,8 +262,7 @@ def test_a_test_event_edited_to_match_a_forged_file_breaks_the_chain_and_nothing
     was read from the log without its chain. A log that does not verify now scores nothing."""
     import hashlib
 
-    project = example("toy_calc")
-    assert capevolve(project).ret == 0
+    project = toy_calc_baseline
     pytester.runpytest(*capevolve.args(project, finalize=True), plugins=[_StopsBeforeTheBurn()])
     rundir = projects.run_dir(project)
     assert not _events(rundir, "test_scored")
