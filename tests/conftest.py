@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import scipy.signal  # noqa: F401  (the statistics import scipy where it is used: keep it loaded)
-import scipy.stats  # noqa: F401
+import scipy.stats  # noqa: F401  (the statistics import scipy where it is used: keep it loaded)
 from cap_evolve_project import ADAPTER, DATA, SPEC, _rollout
+from fix_list_project import fixing, make_fix_list, split_ids
 from openai_example import standin_server
 
 # The plugin imports the session code (numpy, scipy) only when a capevolve session starts. An
@@ -86,6 +86,60 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from xdist.scheduler import WorkStealingScheduling
 
     return WorkStealingScheduling(config, log)
+
+
+# The files whose dearest test takes 5 CPU-s or more, dearest first (`python benchmarks/suite_cpu.py
+# --where`, session 24: the newcomer's path 23.7, the inspect bridge 22.3, a playbook 14.6, ...).
+DEAREST_FIRST = (
+    "e2e/test_newcomer_path.py",
+    "e2e/test_inspect_bridge.py",
+    "e2e/test_playbooks.py",
+    "e2e/test_compare_e2e.py",
+    "e2e/test_openai_agent.py",
+    "e2e/test_merge.py",
+    "e2e/test_screen_grow_e2e.py",
+    "e2e/test_loop_to_the_letter.py",
+    "e2e/test_loop_e2e.py",
+    "e2e/test_candidate_bytes.py",
+    "e2e/test_docs_commands.py",
+    "e2e/test_finalize.py",
+    "calibration/test_null_rates.py",
+    "e2e/test_attacks_redteam.py",
+    "e2e/test_agent_boundary.py",
+    "e2e/test_hill_climb.py",
+    "e2e/test_dashboard.py",
+    "e2e/test_gate_e2e.py",
+    "e2e/test_controller_stop.py",
+    "e2e/test_moved_project.py",
+    "unit/test_arm_summaries.py",
+    "e2e/test_microcases.py",
+    "e2e/test_crash_resume.py",
+)
+FOLDERS_FIRST = ("e2e", "calibration", "unit")
+
+
+def _cost_rank(item: pytest.Item) -> int:
+    """Where an item goes in the suite's order: the dearest files, then the other sessions, the
+    calibration rates, the pure tests, anything else (the microcases)."""
+    path = item.path.as_posix()
+    for rank, file in enumerate(DEAREST_FIRST):
+        if path.endswith(f"/tests/{file}"):
+            return rank
+    for rank, folder in enumerate(FOLDERS_FIRST, start=len(DEAREST_FIRST)):
+        if f"/tests/{folder}/" in path:
+            return rank
+    return len(DEAREST_FIRST) + len(FOLDERS_FIRST)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The suite's items, dearest first (a stable sort: a file's tests keep their order), on the
+    controller and on every worker alike. Work stealing hands each worker a slice of this order
+    and moves the end of the longest queue to a worker that runs dry; with the long sessions at
+    the front, the last minute of a ``-n 2`` run is short tests on both cores (measured: tests of
+    1-2 CPU-s on both until 3 s before the end), not one long session on one core while the other
+    idles (before: a 5.1 CPU-s test alone for the last 40 s). A session a test starts is not
+    ordered (it is configured from its own folder)."""
+    items.sort(key=_cost_rank)
 
 
 @pytest.fixture(autouse=True)
@@ -383,6 +437,52 @@ def noop_gated(built: Built, example: Example, projects: Projects, capevolve: Ca
         return project, None
 
     return built("noisy-agent-one-trial-noop-gated", "noisy_agent", make)[0]
+
+
+@pytest.fixture
+def toy_calc_baseline(built: Built, example: Example, capevolve: Capevolve) -> Path:
+    """examples/toy_calc after its first session (the seed's val rollouts, the splits frozen):
+    built once per process (:class:`Built`), a copy for each test."""
+
+    def make() -> tuple[Path, None]:
+        project = example("toy_calc")
+        result = capevolve(project)
+        assert result.ret == 0, result.stdout.str()
+        return project, None
+
+    return built("toy-calc-baseline", "toy_calc", make)[0]
+
+
+@pytest.fixture
+def fix_list_baseline(built: Built, example: Example, projects: Projects, capevolve: Capevolve) -> Path:
+    """The fix-list project (tests/fix_list_project.py, at ``pytester.path / "fixes"``) after its
+    first session (the seed's val rollouts, the splits frozen): built once per process
+    (:class:`Built`), a copy for each test."""
+
+    def make() -> tuple[Path, None]:
+        project = make_fix_list(example, projects)
+        result = capevolve(project)
+        assert result.ret == 0, result.stdout.str()
+        return project, None
+
+    return built("fix-list-baseline", "fixes", make)[0]
+
+
+@pytest.fixture
+def fix_list_big_accepted(built: Built, example: Example, projects: Projects, capevolve: Capevolve) -> Path:
+    """The fix-list project after its first session and the gate of ``big`` (the seed plus five
+    val tasks fixed: p = 1/32, accepted at α = 0.05), booked (``--capevolve-commit auto``): built
+    once per process (:class:`Built`), a copy for each test."""
+
+    def make() -> tuple[Path, None]:
+        project = make_fix_list(example, projects)
+        assert capevolve(project).ret == 0
+        fixing(project, "big", split_ids(project, "val")[:5])
+        gated = capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"])
+        assert gated.ret == 0, gated.stdout.str()
+        return project, None
+
+    return built("fix-list-big-accepted", "fixes", make)[0]
 
 
 @pytest.fixture

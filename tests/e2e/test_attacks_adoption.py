@@ -9,16 +9,7 @@ import json
 
 import pytest
 from cli_calls import run
-from fix_list_project import fixing, make_fix_list, split_ids
-
-
-def big_accepted(example, projects, capevolve):
-    """A fix-list project whose run's gate accepted 'big' (five val tasks fixed), booked."""
-    project = make_fix_list(example, projects)
-    assert capevolve(project).ret == 0
-    fixing(project, "big", split_ids(project, "val")[:5])
-    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
-    return project
+from fix_list_project import fixing, split_ids
 
 
 def _registered(rundir) -> dict[str, str]:
@@ -67,8 +58,10 @@ def _commit_swapping(project, capevolve, capsys, monkeypatch, swap):
         "names; nothing is registered or booked"
     ),
 )
-def test_an_edited_snapshot_of_accepted_bytes_is_not_adopted(example, projects, capevolve, capsys):
-    project = big_accepted(example, projects, capevolve)
+def test_an_edited_snapshot_of_accepted_bytes_is_not_adopted(
+    fix_list_big_accepted, projects, capevolve, capsys
+):
+    project = fix_list_big_accepted
     snapshot = projects.run_dir(project) / "candidates" / "big" / "files"
     snapshot.chmod(0o755)
     (snapshot / "prompt.md").chmod(0o644)
@@ -103,8 +96,10 @@ def test_an_edited_snapshot_of_accepted_bytes_is_not_adopted(example, projects, 
         "every later session (finalize's seed arm too) runs the seed from that snapshot"
     ),
 )
-def test_an_adopted_accept_keeps_the_seed_it_was_accepted_against(example, projects, capevolve, capsys):
-    project = big_accepted(example, projects, capevolve)
+def test_an_adopted_accept_keeps_the_seed_it_was_accepted_against(
+    fix_list_big_accepted, projects, capevolve, capsys
+):
+    project = fix_list_big_accepted
     first = projects.run_dir(project)
     assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
     assert run(capsys, "commit", "big", str(project), "--decision", "accept")[0] == 0
@@ -134,9 +129,9 @@ def test_an_adopted_accept_keeps_the_seed_it_was_accepted_against(example, proje
     ),
 )
 def test_a_snapshot_swapped_while_an_adoption_is_booked_is_not_booked(
-    example, projects, capevolve, capsys, monkeypatch
+    fix_list_big_accepted, projects, capevolve, capsys, monkeypatch
 ):
-    project = big_accepted(example, projects, capevolve)
+    project = fix_list_big_accepted
 
     def swap(found):
         (found.snapshot / "prompt.md").chmod(0o644)
@@ -162,9 +157,9 @@ def test_a_snapshot_swapped_while_an_adoption_is_booked_is_not_booked(
     ),
 )
 def test_a_seed_swapped_while_an_adoption_is_booked_is_not_booked(
-    example, projects, capevolve, capsys, monkeypatch
+    fix_list_big_accepted, projects, capevolve, capsys, monkeypatch
 ):
-    project = big_accepted(example, projects, capevolve)
+    project = fix_list_big_accepted
 
     def swap(found):
         seed = project / "capability" / "prompt.md"
@@ -191,9 +186,9 @@ def test_a_seed_swapped_while_an_adoption_is_booked_is_not_booked(
     ),
 )
 def test_an_adoption_is_not_adopted_again_and_the_refusal_says_why(
-    example, projects, capevolve, capsys, tmp_path
+    fix_list_big_accepted, projects, capevolve, capsys, tmp_path
 ):
-    project = big_accepted(example, projects, capevolve)
+    project = fix_list_big_accepted
     first = projects.run_dir(project)
     assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
     assert run(capsys, "commit", "big", str(project), "--decision", "accept")[0] == 0
@@ -224,8 +219,10 @@ def test_an_adoption_is_not_adopted_again_and_the_refusal_says_why(
         "naming the repair (its event seq); the commit is refused, the best stays"
     ),
 )
-def test_an_accept_repaired_to_reject_there_is_not_adopted(example, projects, capevolve, capsys):
-    project = big_accepted(example, projects, capevolve)
+def test_an_accept_repaired_to_reject_there_is_not_adopted(
+    fix_list_big_accepted, projects, capevolve, capsys
+):
+    project = fix_list_big_accepted
     fixing(project, "bigger", split_ids(project, "val")[:10])
     assert capevolve(project, "bigger", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
     repair = ["--decision", "reject", "--reject-basis", "gate", "--force"]
@@ -256,10 +253,9 @@ def test_an_accept_repaired_to_reject_there_is_not_adopted(example, projects, ca
     ),
 )
 def test_a_near_repeat_of_another_runs_accept_says_only_the_exact_bytes_are_adopted(
-    example, projects, capevolve, capsys
+    fix_list_baseline, capevolve, capsys
 ):
-    project = make_fix_list(example, projects)
-    assert capevolve(project).ret == 0
+    project = fix_list_baseline
     big = fixing(project, "big", split_ids(project, "val")[:5])
     assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
     spaced = project / "candidates" / "big_ws"
@@ -290,10 +286,9 @@ def test_a_near_repeat_of_another_runs_accept_says_only_the_exact_bytes_are_adop
     ),
 )
 def test_a_reject_repaired_to_accept_is_said_as_the_repair_and_not_offered_for_adoption(
-    example, projects, capevolve, capsys
+    fix_list_baseline, capevolve, capsys
 ):
-    project = make_fix_list(example, projects)
-    assert capevolve(project).ret == 0
+    project = fix_list_baseline
     fixing(project, "one", split_ids(project, "val")[:1])  # one task fixed: p = 1/2, the gate rejects
     assert capevolve(project, "one", gate=True, extra=["--capevolve-commit", "auto"]).ret == 10
     assert run(capsys, "commit", "one", str(project), "--decision", "accept", "--force")[0] == 0

@@ -51,10 +51,9 @@ def _edit_trace_in_place(path: Path) -> None:
     ),
 )
 def test_an_output_or_trace_edited_in_a_rollout_file_is_named_by_verify_and_quarantined_by_repair(
-    example, projects, capevolve, capsys
+    toy_calc_baseline, projects, capevolve, capsys
 ) -> None:
-    project = example("toy_calc")
-    assert capevolve(project).ret == 0
+    project = toy_calc_baseline
     rundir = projects.run_dir(project)
     files = sorted((rundir / "rollouts" / "val").glob("*.json"))
     output_edited, trace_edited = files[0], files[1]
@@ -262,7 +261,7 @@ class _StopsBeforeTheBurn:
     ),
 )
 def test_a_test_event_edited_to_match_a_forged_file_breaks_the_chain_and_nothing_is_sealed(
-    example, projects, capevolve, pytester
+    toy_calc_baseline, projects, capevolve, pytester
 ) -> None:
     """Red team: a finalize stopped before its burn; a failed test rollout's file rewritten as a
     pass and its event's reward and sha256 edited to match, the next line's link left broken.
@@ -270,8 +269,7 @@ def test_a_test_event_edited_to_match_a_forged_file_breaks_the_chain_and_nothing
     was read from the log without its chain. A log that does not verify now scores nothing."""
     import hashlib
 
-    project = example("toy_calc")
-    assert capevolve(project).ret == 0
+    project = toy_calc_baseline
     pytester.runpytest(*capevolve.args(project, finalize=True), plugins=[_StopsBeforeTheBurn()])
     rundir = projects.run_dir(project)
     assert not _events(rundir, "test_scored")

@@ -178,9 +178,8 @@ def test_check_never_runs_or_names_a_test_task(example, projects, capsys):
     ),
     outcome="refused in one line before the seal is claimed, naming the finalize to run once the run is done",
 )
-def test_collecting_a_finalize_names_no_test_task_and_opens_nothing(example, projects, capevolve):
-    project = example("toy_calc")
-    assert capevolve(project).ret == 0  # a baseline
+def test_collecting_a_finalize_names_no_test_task_and_opens_nothing(toy_calc_baseline, projects, capevolve):
+    project = toy_calc_baseline  # a baseline
     result = capevolve(project, finalize=True, extra=["--co", "-q"])
     out = result.stdout.str() + result.stderr.str()
     assert "a finalize runs the whole test plan, so --collect-only is refused" in out, out

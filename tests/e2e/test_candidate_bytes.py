@@ -166,9 +166,8 @@ def test_refuted_bytes_with_a_trailing_space_in_a_new_run_are_refused(built, exa
     "laundering",
     attack="refuted bytes copied under a new tag, or `--capevolve-rerun`, to escape the family correction",
 )
-def test_two_siblings_with_the_same_bytes_are_gated_once(example, projects, capevolve):
-    project = make_fix_list(example, projects)
-    assert capevolve(project).ret == 0
+def test_two_siblings_with_the_same_bytes_are_gated_once(fix_list_baseline, projects, capevolve):
+    project = fix_list_baseline
     val = split_ids(project, "val")
     fixing(project, "one", val[:1])
     fixing(project, "twin", val[:1])
@@ -184,9 +183,8 @@ def test_two_siblings_with_the_same_bytes_are_gated_once(example, projects, cape
     "laundering",
     attack="an optimizer's output identical to an earlier candidate (a crash's unchanged copy)",
 )
-def test_an_unchanged_copy_of_the_best_is_not_paid_for(example, projects, capevolve, capsys):
-    project = make_fix_list(example, projects)
-    assert capevolve(project).ret == 0
+def test_an_unchanged_copy_of_the_best_is_not_paid_for(fix_list_baseline, projects, capevolve, capsys):
+    project = fix_list_baseline
     code, answer, _ = run(capsys, "work", "new", "same", "--project", str(project), "--json")
     assert code == 0
     same = capevolve(project, Path(json.loads(answer)["path"]), gate=True)
@@ -284,12 +282,11 @@ with (work / "prompt.md").open("a") as prompt:
     outcome="prevented: booked as a repeat, never paid",
 )
 def test_hill_climb_books_repeats_without_a_rollout_and_says_what_they_repeat(
-    example, projects, capevolve, capsys
+    fix_list_baseline, projects, capsys
 ):
     from cli_calls import hill_climb
 
-    project = make_fix_list(example, projects)
-    assert capevolve(project).ret == 0
+    project = fix_list_baseline
     # the optimizer keeps its state beside itself, outside the project, in a folder it is granted
     state = project.parent / "repeater"
     state.mkdir()
@@ -385,14 +382,9 @@ def test_a_run_folder_moved_out_still_holds_its_decisions(built, example, projec
     outcome='prevented: `REPEAT`, "repeat of TAG (accepted at …)", nothing booked or paid, exit 15',
 )
 def test_a_repeat_of_accepted_bytes_in_a_new_run_is_said_as_a_repeat_not_a_reject(
-    example, projects, capevolve
+    fix_list_big_accepted, projects, capevolve
 ):
-    project = make_fix_list(example, projects)
-    assert capevolve(project).ret == 0
-    val = split_ids(project, "val")
-    fixing(project, "big", val[:5])  # p = 1/32 alone: accepted at α = 0.05
-    accepted = capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"])
-    assert accepted.ret == 0, accepted.stdout.str()
+    project = fix_list_big_accepted  # 'big' fixes val[:5]: p = 1/32 alone, accepted at α = 0.05
     first = projects.run_dir(project).name
     again = capevolve(project, "big", gate=True, extra=["--capevolve-new-run", "--capevolve-commit", "auto"])
     # today: "REJECT … by repeat", exit 10, for bytes the project accepted
@@ -415,17 +407,14 @@ def test_a_repeat_of_accepted_bytes_in_a_new_run_is_said_as_a_repeat_not_a_rejec
 
 
 def test_an_accept_from_an_earlier_run_is_adopted_labelled_and_the_new_run_goes_on_from_it(
-    example, projects, capevolve, capsys
+    fix_list_big_accepted, projects, capevolve, capsys
 ):
     """The way on from a REPEAT of accepted bytes in a new run (it was a dead end: the gate
     refuses to measure a repeat, and commit refused the accept with a message that contradicted
     itself): the accept is adopted, labelled, nothing paid or spent, and the run's next gate
     goes against the adopted best."""
-    project = make_fix_list(example, projects)
-    assert capevolve(project).ret == 0
+    project = fix_list_big_accepted  # 'big' fixes val[:5]: p = 1/32 alone, accepted at α = 0.05
     val = split_ids(project, "val")
-    fixing(project, "big", val[:5])
-    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
     first = projects.run_dir(project).name
     assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15
 
@@ -444,14 +433,10 @@ def test_an_accept_from_an_earlier_run_is_adopted_labelled_and_the_new_run_goes_
     assert _verdict(project, projects, "bigger")["against"] == "big"
 
 
-def test_an_accept_against_other_parent_bytes_is_not_adopted(example, projects, capevolve, capsys):
+def test_an_accept_against_other_parent_bytes_is_not_adopted(fix_list_big_accepted, capevolve, capsys):
     """Only "these bytes beat those" carries over: in a run whose seed has changed, the earlier
     accept was against other bytes, and commit says so with the way on."""
-    project = make_fix_list(example, projects)
-    assert capevolve(project).ret == 0
-    val = split_ids(project, "val")
-    fixing(project, "big", val[:5])
-    assert capevolve(project, "big", gate=True, extra=["--capevolve-commit", "auto"]).ret == 0
+    project = fix_list_big_accepted  # 'big' fixes val[:5]: p = 1/32 alone, accepted at α = 0.05
     seed_file = next(p for p in (project / "capability").rglob("*") if p.is_file())
     seed_file.write_text(seed_file.read_text() + "\n")  # a new run of another seed
     assert capevolve(project, "big", gate=True, extra=["--capevolve-new-run"]).ret == 15

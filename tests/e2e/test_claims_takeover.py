@@ -45,10 +45,9 @@ class _KillsTheOwner:
     ),
 )
 def test_a_waiter_pays_what_a_dead_session_left_unpaid_itself_once_each(
-    example, projects, capevolve, pytester
+    toy_calc_baseline, projects, capevolve, pytester
 ) -> None:
-    project = example("toy_calc")
-    assert capevolve(project).ret == 0  # the seed's val rollouts: the candidate is what is owed
+    project = toy_calc_baseline  # the seed's val rollouts: the candidate is what is owed
     run_dir = projects.run_dir(project)
     val = sorted(RunDir(run_dir).splits()["val"])
     taken = [["val", task, "careful", 0] for task in val[:4]]

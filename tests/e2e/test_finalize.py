@@ -188,9 +188,8 @@ def test_test_split_is_refused_by_every_evaluation_path(pytester, example, proje
         decide([[1.0]], [[0.0]], tag="a", against="b", task_ids=["t"], config=GateConfig(), split="test")
 
 
-def test_after_finalize_no_new_best_can_be_chosen_in_the_run(example, projects, capevolve):
-    project = example("toy_calc")
-    assert capevolve(project).ret == 0
+def test_after_finalize_no_new_best_can_be_chosen_in_the_run(toy_calc_baseline, projects, capevolve):
+    project = toy_calc_baseline
     assert capevolve(project, finalize=True).ret == 0
     seal = json.loads((projects.run_dir(project) / "seal.json").read_text())
     assert seal["null_result"] is True and seal["seed"] is None and seal["delta_vs_seed"] is None

@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 from cli_calls import run
-from fix_list_project import fixing, make_fix_list, split_ids
+from fix_list_project import fixing, split_ids
 
 
-def _siblings_unbooked(example, projects, capevolve, extra: tuple[str, ...] = ()) -> Path:
-    """The fix-list project after a 3-sibling round gated with ``--capevolve-commit none`` (and
-    ``extra``): ``helpful`` (p = 1/32) rejected at Holm's 1/60 by default, nothing booked."""
-    project = make_fix_list(example, projects)
-    assert capevolve(project).ret == 0
+def _siblings_unbooked(project: Path, capevolve, extra: tuple[str, ...] = ()) -> Path:
+    """The fix-list project (after its first session) after a 3-sibling round gated with
+    ``--capevolve-commit none`` (and ``extra``): ``helpful`` (p = 1/32) rejected at Holm's 1/60 by
+    default, nothing booked."""
     val = split_ids(project, "val")
     fixing(project, "helpful", val[:5])
     fixing(project, "weak1", val[5:6])
@@ -43,8 +42,10 @@ def _siblings_unbooked(example, projects, capevolve, extra: tuple[str, ...] = ()
         "nothing, exits with that decision's code; commit books only what the first verdict holds"
     ),
 )
-def test_regating_one_sibling_under_its_own_tag_keeps_its_holm_reject(example, projects, capevolve, capsys):
-    project = _siblings_unbooked(example, projects, capevolve)
+def test_regating_one_sibling_under_its_own_tag_keeps_its_holm_reject(
+    fix_list_baseline, projects, capevolve, capsys
+):
+    project = _siblings_unbooked(fix_list_baseline, capevolve)
     rundir = projects.run_dir(project)
     verdict = rundir / "verdicts" / "helpful.json"
     first = verdict.read_bytes()
@@ -88,8 +89,10 @@ def test_regating_one_sibling_under_its_own_tag_keeps_its_holm_reject(example, p
         "first decision; every sibling's reason names the method and its level"
     ),
 )
-def test_the_family_correction_is_frozen_with_the_run_and_every_reason_names_it(example, projects, capevolve):
-    project = _siblings_unbooked(example, projects, capevolve, ("--capevolve-multiple", "bh"))
+def test_the_family_correction_is_frozen_with_the_run_and_every_reason_names_it(
+    fix_list_baseline, projects, capevolve
+):
+    project = _siblings_unbooked(fix_list_baseline, capevolve, ("--capevolve-multiple", "bh"))
     rundir = projects.run_dir(project)
     for tag in ("helpful", "weak1", "weak2"):
         verdict = json.loads((rundir / "verdicts" / f"{tag}.json").read_text())
@@ -118,9 +121,10 @@ def test_the_family_correction_is_frozen_with_the_run_and_every_reason_names_it(
         "verdict says which and why"
     ),
 )
-def test_a_work_copy_gated_without_the_flag_spends_alpha_the_loop_way(example, projects, capevolve, capsys):
-    project = make_fix_list(example, projects)
-    assert capevolve(project).ret == 0
+def test_a_work_copy_gated_without_the_flag_spends_alpha_the_loop_way(
+    fix_list_baseline, projects, capevolve, capsys
+):
+    project = fix_list_baseline
     val = split_ids(project, "val")
     code, answer, _ = run(capsys, "work", "new", "w1", "--project", str(project), "--json")
     assert code == 0

@@ -17,10 +17,9 @@ def _reworded(project):
 
 
 def test_a_gate_beside_another_paying_session_says_it_did_not_gate_alone(
-    example, projects, capevolve
+    toy_calc_baseline, projects, capevolve
 ) -> None:
-    project = example("toy_calc")
-    assert capevolve(project).ret == 0
+    project = toy_calc_baseline
     # another session of the project, paying rollouts in another run: it holds its claim's lock
     claims = project / ".capevolve" / "runs" / "20000101-000000-explore" / "claims"
     claims.mkdir(parents=True)

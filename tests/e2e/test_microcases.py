@@ -255,9 +255,8 @@ def test_a_failing_microcase_rejects_before_any_rollout(example, projects, capev
     assert screened == {"regressed": ["no-upsell"], "broken-tool": ["refund-closing"], "improved": []}
 
 
-def test_microcases_may_not_use_test_tasks(pytester, example, projects, capevolve):
-    project = example("toy_calc")
-    assert capevolve(project).ret == 0
+def test_microcases_may_not_use_test_tasks(toy_calc_baseline, pytester, projects, capevolve):
+    project = toy_calc_baseline
     test_task = json.loads((projects.run_dir(project) / "splits.json").read_text())["test"][0]
     (project / "microcases").mkdir()
     (project / "microcases" / "leak.yaml").write_text(

@@ -14,6 +14,20 @@ from fix_list_project import make_fix_list
 from pytest_capevolve._store.memory.project_seal import REUSED_LABEL
 
 
+@pytest.fixture
+def finalized(built, example, projects, capevolve):
+    """The fix-list project after its first session and its finalize (the test split scored once
+    and sealed): built once per process (tests/conftest.py's ``built``), a copy for each test."""
+
+    def make():
+        project = make_fix_list(example, projects)
+        assert capevolve(project).ret == 0
+        assert capevolve(project, finalize=True).ret == 0
+        return project, None
+
+    return built("fix-list-finalized", "fixes", make)[0]
+
+
 @pytest.mark.attack(
     "laundering",
     attack=(
@@ -25,11 +39,9 @@ from pytest_capevolve._store.memory.project_seal import REUSED_LABEL
     ),
 )
 def test_a_new_run_does_not_score_the_projects_scored_test_tasks_unsaid(
-    example, projects, capevolve, capsys, tmp_path
+    finalized, projects, capevolve, capsys, tmp_path
 ):
-    project = make_fix_list(example, projects)
-    assert capevolve(project).ret == 0
-    assert capevolve(project, finalize=True).ret == 0
+    project = finalized
     first = projects.run_dir(project)
     test_ids = json.loads((first / "splits.json").read_text())["test"]
     assert capevolve(project, extra=["--capevolve-new-run"]).ret == 0
@@ -78,13 +90,11 @@ def test_a_new_run_does_not_score_the_projects_scored_test_tasks_unsaid(
     assert [row["test"] for row in json.loads(out)] == ["scored", "scored (reused)"]
 
 
-def test_the_way_on_from_a_sealed_test_is_a_split_ids_file(example, projects, capevolve):
+def test_the_way_on_from_a_sealed_test_is_a_split_ids_file(finalized, capevolve):
     """An honest user after a finalize: another split_seed (the way on these refusals used to name)
     deals the scored tasks into val or train again and is refused; the split_ids_file the refusal
     names now, leaving them out, is measured and finalized."""
-    project = make_fix_list(example, projects)
-    assert capevolve(project).ret == 0
-    assert capevolve(project, finalize=True).ret == 0
+    project = finalized
     spec = project / "capevolve.yaml"
     spec.write_text(spec.read_text().replace("split_seed: 1", "split_seed: 2"))
     reshuffled = capevolve(project, extra=["--capevolve-new-run"])
@@ -110,10 +120,8 @@ def test_the_way_on_from_a_sealed_test_is_a_split_ids_file(example, projects, ca
     ),
     outcome="refused: a run folder with no readable log is a run whose test status is unknown",
 )
-def test_a_run_whose_log_was_renamed_still_holds_the_seal(example, projects, capevolve):
-    project = make_fix_list(example, projects)
-    assert capevolve(project).ret == 0
-    assert capevolve(project, finalize=True).ret == 0
+def test_a_run_whose_log_was_renamed_still_holds_the_seal(finalized, projects, capevolve):
+    project = finalized
     first = projects.run_dir(project)
     test_ids = json.loads((first / "splits.json").read_text())["test"]
     # the red team's steps: the project's file deleted, the old run's log renamed

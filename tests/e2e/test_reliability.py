@@ -35,9 +35,10 @@ def test_the_best_is_evaluated_from_its_snapshot_whatever_happens_to_its_folder(
     attack="a truncated rollout file; a deleted one",
     outcome="quarantined or logged as vanished, and paid again",
 )
-def test_a_truncated_rollout_is_quarantined_and_paid_again(example, projects, capevolve, capsys) -> None:
-    project = example("toy_calc")
-    assert capevolve(project).ret == 0
+def test_a_truncated_rollout_is_quarantined_and_paid_again(
+    toy_calc_baseline, projects, capevolve, capsys
+) -> None:
+    project = toy_calc_baseline
     rundir = projects.run_dir(project)
     victim = next(  # a failure: one the dashboard's drill-down reads
         p
@@ -60,10 +61,9 @@ def test_a_truncated_rollout_is_quarantined_and_paid_again(example, projects, ca
 
 
 def test_a_garbage_line_in_the_event_log_is_named_and_repairable(
-    example, projects, capevolve, capsys
+    toy_calc_baseline, projects, capevolve, capsys
 ) -> None:
-    project = example("toy_calc")
-    assert capevolve(project).ret == 0
+    project = toy_calc_baseline
     rundir = projects.run_dir(project)
     events = rundir / "events.jsonl"
     lines = len(events.read_text().splitlines())

@@ -148,11 +148,12 @@ def test_different_bytes_under_an_existing_tag_are_refused(example, capevolve) -
     again.stdout.fnmatch_lines(["rollouts: 12 paid, 12 reused*"])
 
 
-def test_a_changed_seed_in_a_run_names_a_new_run_and_a_new_run_measures_it(example, capevolve) -> None:
+def test_a_changed_seed_in_a_run_names_a_new_run_and_a_new_run_measures_it(
+    toy_calc_baseline, capevolve
+) -> None:
     """Neither --capevolve-tag nor --capevolve-rerun gives the seed new bytes: the refusal names
     the way that does."""
-    project = example("toy_calc")
-    assert capevolve(project).ret == 0
+    project = toy_calc_baseline
     prompt = project / "capability" / "prompt.md"
     prompt.write_text(prompt.read_text() + "Mind the sign.\n")
     for extra in ([], ["--capevolve-rerun"]):

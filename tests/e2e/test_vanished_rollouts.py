@@ -28,10 +28,9 @@ def _notices(output: str, word: str) -> list[str]:
     attack="a truncated rollout file; a deleted one",
 )
 def test_a_deleted_rollout_is_said_logged_and_paid_again_and_verify_stays_clean(
-    example, projects, capevolve, capsys
+    toy_calc_baseline, projects, capevolve, capsys
 ) -> None:
-    project = example("toy_calc")
-    assert capevolve(project).ret == 0
+    project = toy_calc_baseline
     rundir = projects.run_dir(project)
     victim = sorted((rundir / "rollouts" / "val").glob("*.json"))[3]
     victim.unlink()
@@ -80,10 +79,9 @@ def test_a_deleted_folder_of_rollouts_gets_one_notice_line_and_one_event(
 
 
 def test_verify_repair_logs_a_deletion_no_session_saw_so_its_re_pay_is_expected(
-    example, projects, capevolve, capsys
+    toy_calc_baseline, projects, capevolve, capsys
 ) -> None:
-    project = example("toy_calc")
-    assert capevolve(project).ret == 0
+    project = toy_calc_baseline
     rundir = projects.run_dir(project)
     victim = sorted((rundir / "rollouts" / "val").glob("*.json"))[0]
     victim.unlink()
@@ -151,10 +149,9 @@ def test_the_missing_rollouts_hint_leaves_out_the_deselection(example, projects,
 
 
 def test_a_deletion_is_logged_even_when_the_index_that_knew_the_file_is_rebuilt(
-    example, projects, capevolve, capsys
+    toy_calc_baseline, projects, capevolve, capsys
 ) -> None:
-    project = example("toy_calc")
-    assert capevolve(project).ret == 0
+    project = toy_calc_baseline
     rundir = projects.run_dir(project)
     victim = sorted((rundir / "rollouts" / "val").glob("*.json"))[5]
     victim.unlink()
@@ -170,11 +167,10 @@ def test_a_deletion_is_logged_even_when_the_index_that_knew_the_file_is_rebuilt(
     assert main(["verify", str(rundir)]) == 0, capsys.readouterr().out
 
 
-def test_plain_verify_writes_nothing_even_with_the_index_gone(example, projects, capevolve, capsys) -> None:
+def test_plain_verify_writes_nothing_even_with_the_index_gone(toy_calc_baseline, projects, capsys) -> None:
     """Only ``--repair`` writes the run: a plain verify of a run whose index was deleted with a
     rollout file reports both, and leaves the log and the index as they were."""
-    project = example("toy_calc")
-    assert capevolve(project).ret == 0
+    project = toy_calc_baseline
     rundir = projects.run_dir(project)
     victim = sorted((rundir / "rollouts" / "val").glob("*.json"))[2]
     victim.unlink()

@@ -22,10 +22,9 @@ def _pasted(text: str, after: str) -> list[str]:
 
 
 def test_an_accept_with_no_verdict_names_the_gate_command_that_books_it(
-    example, projects, capevolve, capsys, pytester
+    fix_list_baseline, projects, capevolve, capsys, pytester
 ):
-    project = make_fix_list(example, projects)
-    assert capevolve(project).ret == 0
+    project = fix_list_baseline
     fixing(project, "big", split_ids(project, "val")[:5])
     assert capevolve(project, "big").ret == 0  # evaluated, not gated: no verdict
 
