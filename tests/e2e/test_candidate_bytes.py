@@ -221,6 +221,46 @@ def test_capevolve_gate_rederives_the_holm_level_the_decision_had(
 @pytest.mark.attack(
     "laundering",
     attack=(
+        "unconfined: `capevolve gate TAG` for a tag rejected at its Holm level (α = 1/60), its verdict "
+        "file deleted beside the logged verdict, or its family level edited to 1/20: ACCEPT, exit 0, "
+        "re-derived at the spec's α (or \"at the level this decision had (α = 0.05, Holm over 3 "
+        "siblings)\"); a null's verdict edited moved the floor alike: each was read from its file unchecked"
+    ),
+    outcome=(
+        "prevented: the recorded verdicts (the candidate's and its nulls') are read held to the sha256 "
+        "their `verdict` events logged; one gone or edited makes the answer a what-if (exit 14) naming "
+        "the file, the logged decision and the decision booked; restored, the decision is re-derived"
+    ),
+)
+def test_capevolve_gate_never_reads_a_level_from_a_verdict_file_the_log_does_not_hold(
+    built, example, projects, capevolve, capsys
+):
+    project, _ = _round_of_three(built, example, projects, capevolve)
+    verdicts = projects.run_dir(project) / "verdicts"
+    kept = {tag: (verdicts / f"{tag}.json").read_bytes() for tag in ("helpful", "seed-null1")}
+    edited = json.loads(kept["helpful"])
+    edited["details"]["family"]["level_exact"] = "1/20"
+    null = json.loads(kept["seed-null1"])
+    null["delta_mean"], null["delta_exact"] = -1.0, "-1"
+    for tag, data, said in [
+        ("helpful", None, "verdicts/helpful.json is gone, not the one the gate wrote (event seq"),
+        ("helpful", json.dumps(edited), "verdicts/helpful.json is not the one the gate wrote (event seq"),
+        ("seed-null1", json.dumps(null), "verdicts/seed-null1.json is not the one the gate wrote"),
+    ]:
+        path = verdicts / f"{tag}.json"
+        path.unlink() if data is None else path.write_text(data)
+        code, out, _ = run(capsys, "gate", "helpful", "--project", str(project))
+        assert code == 14, (tag, out)  # before: 0, ACCEPT
+        assert out.splitlines()[0].startswith("WHAT-IF, not the decision: " + said), out
+        assert "the decision booked on 'helpful' is reject" in out and "ACCEPT" not in out
+        path.write_bytes(kept[tag])
+    code, out, _ = run(capsys, "gate", "helpful", "--project", str(project))
+    assert code == 10 and "at the level this decision had (α = 0.01667, Holm over 3 siblings)" in out
+
+
+@pytest.mark.attack(
+    "laundering",
+    attack=(
         "`capevolve gate TAG --against seed-null1 --gate-mode threshold` (or any override: `--k-se`, "
         "`--alpha`, `--veto-regressions`) to print ACCEPT, exit 0, for a rejected tag"
     ),
