@@ -89,12 +89,14 @@ def test_a_refuted_candidate_copied_under_a_new_tag_is_refused_not_regated(
 @pytest.mark.attack(
     "laundering",
     attack=(
-        "refuted bytes re-proposed with a trailing space, CRLF line endings or blank lines at the end, "
-        "gated alone at the full α"
+        "refuted bytes re-proposed with a trailing space, CRLF line endings or blank lines at the end "
+        "(or, before issue 40's attack, blank lines at the start, a byte-order mark or zero-width "
+        "characters: accepted at α = 0.05), gated alone at the full α"
     ),
     outcome=(
-        "refused: the same text (line endings, trailing whitespace folded) is the same candidate; an "
-        "added file or a comment is a real change, priced by the loop's α schedule"
+        "refused: the same text (line endings, trailing whitespace, leading blank lines and zero-width "
+        "characters folded) is the same candidate; an added file or a comment is a real change, priced "
+        "by the loop's α schedule"
     ),
 )
 @pytest.mark.parametrize(
@@ -103,8 +105,11 @@ def test_a_refuted_candidate_copied_under_a_new_tag_is_refused_not_regated(
         lambda text: text + "   ",  # a trailing space
         lambda text: text.replace("\n", "\r\n"),  # CRLF line endings
         lambda text: text + "\n\n",  # blank lines at the end
+        lambda text: "\n \n" + text,  # blank lines at the start
+        lambda text: "\ufeff" + text,  # a byte-order mark
+        lambda text: text.replace(" ", " \u200b", 3).replace("\n", "\u2060\n", 1),  # zero-width marks
     ],
-    ids=["trailing-space", "crlf", "blank-lines"],
+    ids=["trailing-space", "crlf", "blank-lines", "leading-blank-lines", "bom", "zero-width"],
 )
 def test_a_refuted_candidate_re_proposed_with_invisible_edits_is_refused_not_regated(
     built, example, projects, capevolve, edit
