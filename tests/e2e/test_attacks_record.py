@@ -54,6 +54,47 @@ def test_a_forged_verdict_is_not_booked(noop_gated, example, projects, capevolve
 
 @pytest.mark.attack(
     "record",
+    attack=(
+        "unconfined: the verdict files of a run whose candidate code ran unconfined edited to say "
+        '`"candidate_code": "confined (Landlock ABI 7)"` (or their numbers and reasons): `capevolve '
+        'measure`, report.md and the dashboard said "candidate code: confined", read from the files '
+        "unchecked"
+    ),
+    outcome=(
+        "refused in one line naming the file (exit 4): every verdict a view shows is held to the sha256 "
+        "its `verdict` event logged; restored, the views say unconfined"
+    ),
+)
+@pytest.mark.unconfined
+def test_verdict_files_edited_to_say_confined_are_refused_by_the_views(noop_gated, projects, capsys):
+    """Unconfined on purpose: the label to forge is an unconfined run's."""
+    project, run_dir = _gated_noop(noop_gated, projects)
+    kept = {path: path.read_bytes() for path in (run_dir / "verdicts").glob("*.json")}
+    for path in kept:
+        verdict = json.loads(path.read_text())
+        assert verdict["confinement"]["candidate_code"].startswith("unconfined")
+        verdict["confinement"]["candidate_code"] = "confined (Landlock ABI 7)"
+        path.write_text(json.dumps(verdict))
+    capsys.readouterr()
+    code = main(["measure", str(project)])
+    out, err = capsys.readouterr()
+    assert code == 4 and "code: confined" not in out  # before: 0, "candidate code: confined"
+    assert [line for line in err.splitlines() if line.strip()] == [err.strip()]
+    assert "verdicts/" in err and "not the verdict the gate wrote" in err and "restore it" in err
+    assert "code: confined" not in (run_dir / "report.md").read_text()
+    from pytest_capevolve._show.dashboard.model import collect
+    from pytest_capevolve._store.files import RunDirError
+
+    with pytest.raises(RunDirError, match="not the verdict the gate wrote"):
+        collect(RunDir(run_dir), num_trials=1)
+    for path, data in kept.items():
+        path.write_bytes(data)
+    assert main(["measure", str(project)]) == 0
+    assert "candidate code: unconfined (Landlock turned off" in capsys.readouterr().out
+
+
+@pytest.mark.attack(
+    "record",
     attack="`best_id` edited in `state.json` (finalize would score a rejected tag)",
     outcome="refused by sessions and commands",
 )
