@@ -15,6 +15,8 @@ import shutil
 
 import pytest
 
+from pytest_capevolve._cli.main import main
+
 # val ids of noisy_agent's frozen splits (split_seed 7, one trial)
 VAL = ("n01", "n02", "n10", "n13")
 
@@ -118,10 +120,12 @@ def test_a_run_gating_with_the_leak_guard_off_says_so_in_every_verdict(example, 
     outcome=(
         "refused in one line before anything is paid (exit 4): `spec.lock.yaml` is held to the frozen "
         "keys the run's `run_created` event logged, naming each key edited, its value and the way on "
-        "(restore it, or a new run)"
+        "(restore it, or a new run); `capevolve verify` names it"
     ),
 )
-def test_a_guard_unfrozen_in_the_spec_and_its_lock_alike_is_refused(example, projects, capevolve) -> None:
+def test_a_guard_unfrozen_in_the_spec_and_its_lock_alike_is_refused(
+    example, projects, capevolve, capsys
+) -> None:
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
     _leaky(project)
@@ -138,6 +142,9 @@ def test_a_guard_unfrozen_in_the_spec_and_its_lock_alike_is_refused(example, pro
     assert len(lines) == 1, result.stderr.str()
     assert "spec.lock.yaml: leak_guard_min_length" in lines[0] and "leak_guard_min_length: 4" in lines[0]
     assert "Restore it, or start a new run with --capevolve-new-run" in lines[0]
+    capsys.readouterr()
+    assert main(["verify", str(lock.parent)]) == 1
+    assert "spec.lock.yaml: leak_guard_min_length not what the run froze (edited)" in capsys.readouterr().out
 
     # the key deleted from the lock (the pre-release look): named as edited, not as an old format
     spec.write_text(honest_spec)

@@ -62,7 +62,8 @@ def test_a_forged_verdict_is_not_booked(noop_gated, example, projects, capevolve
     ),
     outcome=(
         "refused in one line naming the file (exit 4): every verdict a view shows is held to the sha256 "
-        "its `verdict` event logged; restored, the views say unconfined"
+        "its `verdict` event logged; restored, the views say unconfined. `capevolve verify` names each "
+        "verdict file edited, or planted with no event"
     ),
 )
 @pytest.mark.unconfined
@@ -87,6 +88,13 @@ def test_verdict_files_edited_to_say_confined_are_refused_by_the_views(noop_gate
 
     with pytest.raises(RunDirError, match="not the verdict the gate wrote"):
         collect(RunDir(run_dir), num_trials=1)
+    (run_dir / "verdicts" / "ghost.json").write_text(json.dumps({"tag": "ghost", "decision": "accept"}))
+    capsys.readouterr()
+    assert main(["verify", str(run_dir)]) == 1  # verify names each edited and the planted one
+    said = capsys.readouterr().out
+    assert said.count("(edited); restore it from a backup") == len(kept), said
+    assert "ghost.json: a verdict no gate logged (planted); delete it" in said
+    (run_dir / "verdicts" / "ghost.json").unlink()
     for path, data in kept.items():
         path.write_bytes(data)
     assert main(["measure", str(project)]) == 0
