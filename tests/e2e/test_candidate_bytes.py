@@ -169,6 +169,41 @@ def test_refuted_bytes_with_a_trailing_space_in_a_new_run_are_refused(built, exa
 
 @pytest.mark.attack(
     "laundering",
+    attack=(
+        "unconfined: the deciding run's folder moved out of the project, then the refuted bytes with a "
+        "trailing space gated alone in a new run: the text hash was compared only with runs whose "
+        "folders are here (the project's memory held the exact bytes alone): accepted at α = 0.05 and "
+        "booked"
+    ),
+    outcome=(
+        "refused: the project's memory (`decisions.jsonl`) keeps each booked decision's text hash too; "
+        "nothing paid, booked reject (repeat) naming the earlier run"
+    ),
+)
+def test_refuted_bytes_with_a_trailing_space_are_refused_after_their_run_folder_moved_out(
+    built, example, projects, capevolve, tmp_path
+):
+    project, _ = _round_of_three(built, example, projects, capevolve)
+    first = projects.run_dir(project)
+    first.rename(tmp_path / "elsewhere")
+    prompt = project / "candidates" / "helpful" / "prompt.md"
+    prompt.write_text(prompt.read_text() + "  \n\n")
+    again = capevolve(
+        project, "helpful", gate=True, extra=["--capevolve-new-run", "--capevolve-commit", "auto"]
+    )
+    assert again.ret == 10, again.stdout.str()  # before: 0, ACCEPT at α = 0.05, booked
+    again.stdout.fnmatch_lines(
+        [
+            "helpful *REJECT*never paid for: candidate 'helpful' differs from 'helpful' only in line "
+            f"endings or trailing whitespace, rejected (α = 0.01667, Holm over 3 siblings) in run {first.name}*",
+            "helpful: booked reject (repeat)",
+        ]
+    )
+    assert not list((projects.run_dir(project) / "rollouts" / "val").glob("*__helpful__*"))
+
+
+@pytest.mark.attack(
+    "laundering",
     attack="refuted bytes copied under a new tag, or `--capevolve-rerun`, to escape the family correction",
 )
 def test_two_siblings_with_the_same_bytes_are_gated_once(example, projects, capevolve):

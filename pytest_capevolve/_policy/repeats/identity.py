@@ -62,6 +62,7 @@ class Earlier:
     # the seq of a decision booked by ``commit --force`` (a repair, or against the gate)
     repair: int | None = None
     adopted: bool = False  # an accept carried from an earlier run (its verdict a repeat): that run's stands
+    text_hash: str | None = None  # its bytes' text hash, as the project's memory remembers it
 
     def where(self) -> str:
         """ "run R", and the project and ledger, or the val, when not this run's: what a refusal names."""
@@ -216,9 +217,11 @@ def _decided_in_memory(rundir: RunDir, project: Path, present: set[str], found: 
         theirs = row.get("harness") if isinstance(row.get("harness"), dict) else None
         differs = tuple(harness.changes(theirs, found.harness)) if theirs and found.harness else ()
         level = row.get("level") if isinstance(row.get("level"), str) else None
+        said = row.get("text_hash") if isinstance(row.get("text_hash"), str) else None
         earlier = Earlier(
             row["tag"], row["run_id"], row["decision"], level, harness_changes=differs, shared=foreign
         )
+        earlier = replace(earlier, text_hash=said)
         found.seen(row["content_hash"], earlier, val if val.ids or val.keys else None)
 
 
@@ -359,6 +362,8 @@ def same_text_as(
         return None
     mine = text_hash(path)
     for run, other, digest, earlier in wanted:
+        if earlier and earlier.text_hash == mine and not earlier.fresh:  # its run folder moved out too
+            return earlier
         try:
             snapshot = run.snapshots.snapshot_dir(other)
             if (earlier and earlier.fresh) or content_hash(snapshot) != digest or text_hash(snapshot) != mine:
@@ -394,6 +399,9 @@ def remember_booked(rundir: RunDir, tag: str, decision: str) -> None:
         return
     level = decided_level(rundir.verdicts.verdict(tag))
     val_ids = list((rundir.splits() or {}).get("val", []))
+    text = None
+    with contextlib.suppress(OSError, CandidateError):  # its near repeats are held once its folder goes
+        text = text_hash(rundir.snapshots.snapshot_dir(tag))
     row = {
         "run_id": rundir.run_id,
         "tag": tag,
@@ -403,6 +411,7 @@ def remember_booked(rundir: RunDir, tag: str, decision: str) -> None:
         "level": level.text if level else None,
         "harness": dict(locked_harness(rundir) or {}),
         **Tasks.of(val_ids, task_keys.recorded(rundir)).row("val"),
+        **({"text_hash": text} if text else {}),
     }
     project_memory.remember(project_dir, KIND, row)
     shared_ledger.record(shared_ledger.of_run(rundir), project_dir, KIND, row)
