@@ -23,7 +23,7 @@ from ..._decide.alpha_budget import shown_decision
 from ..._decide.verdict import Verdict
 from ..._project.candidate import CandidateError, content_hash, null_control_of, text_hash
 from ..._store.files import RunDirError
-from ..._store.log.event_kinds import CANDIDATE_REGISTERED, DECISION
+from ..._store.log.event_kinds import CANDIDATE_REGISTERED, DECISION, VERDICT
 from ..._store.memory import project_memory, shared_ledger, task_keys
 from ..._store.memory.task_keys import Tasks
 from ..._store.rundir import RUNS_DIR, RunDir
@@ -98,6 +98,18 @@ def registered_hashes(rundir: RunDir) -> dict[str, str]:
         if isinstance(tag, str) and isinstance(digest, str) and null_control_of(tag) is None:
             hashes.setdefault(tag, digest)
     return hashes
+
+
+def first_draws(rundir: RunDir, tag: str, digest: str) -> str | None:
+    """The tag registered before ``tag`` (or before it is) with ``digest`` whose val rollouts were paid
+    or gated: where those bytes' first draws are, which a gate of ``tag`` would draw afresh."""
+    for other, theirs in registered_hashes(rundir).items():
+        if other == tag:
+            return None
+        gated = any(e.get("tag") == other for e in rundir.log.of_kinds(VERDICT))
+        if theirs == digest and (gated or rundir.rollouts.indexed_rollouts("val", [other])):
+            return other
+    return None
 
 
 def earlier_with_bytes(rundir: RunDir, digest: str, *, besides: str) -> Earlier | None:
@@ -294,7 +306,7 @@ def _repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str, same: st
     if earlier.decision is None:
         return (
             f"{same}, already evaluated in run {earlier.run_id}: a candidate is its bytes, its "
-            f"rollouts are {earlier.tag!r}'s; use --capevolve-tag {earlier.tag} (or "
+            f"rollouts are {earlier.tag!r}'s; use --capevolve-tag {earlier.tag} (or, without a gate, "
             "--capevolve-rerun for a fresh measurement)"
         )
     if earlier.shared is not None:
