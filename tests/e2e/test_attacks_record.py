@@ -266,6 +266,59 @@ def test_index_rows_edited_by_hand_are_read_again_from_the_log(
 
 @pytest.mark.attack(
     "record",
+    attack=(
+        "unconfined: index rows forged (a candidate's val rewards 1.0, the seed's 0.0), the last "
+        "`outcomes_checked` line's digest recomputed to match, and the lines after it (`session_left`, "
+        "`session_finished`: the log's tail) re-linked: a gate with nothing owed ACCEPTed the forged rows "
+        "(0 paid, 24 reused), exit 0"
+    ),
+    outcome=(
+        "**not held** by the gate: the checkpoint sits in the log's tail, which no later line holds (the "
+        "newest lines are the anchor's, as for any rewrite from some point on); `capevolve verify` names "
+        "each forged row against its file, and `verify --anchor` the rewritten tail"
+    ),
+)
+@pytest.mark.xfail(
+    strict=True,
+    reason="a resume trusts index rows whose digest the newest checkpoint holds; that checkpoint and the "
+    "lines after it can be rewritten together (the chain holds no last line): a design question for the lead",
+)
+def test_index_rows_and_their_checkpoint_forged_in_the_logs_tail_do_not_decide(
+    example, projects, capevolve, capsys
+) -> None:
+    import sqlite3
+
+    from pytest_capevolve._store.log.event_chain import event_line_hash
+    from pytest_capevolve._store.log.outcome_ledger import digest_of, outcome
+
+    project = example("toy_calc")
+    assert capevolve(project, "careful").ret == 0
+    run_dir = projects.run_dir(project)
+    with sqlite3.connect(run_dir / "index.sqlite") as db:
+        db.execute("UPDATE rollouts SET reward = 1.0, passed = 1 WHERE tag = 'careful' AND split = 'val'")
+        db.execute("UPDATE rollouts SET reward = 0.0, passed = 0 WHERE tag = 'seed' AND split = 'val'")
+    listed = RunDir(run_dir).rollouts.index.every()
+    digest = digest_of([((r[0], r[1], r[2], int(r[3])), outcome(r[4], r[6], r[7])) for r in listed])
+    log = run_dir / "events.jsonl"
+    lines = log.read_text().splitlines()
+    at = max(i for i, line in enumerate(lines) if json.loads(line)["kind"] == "outcomes_checked")
+    assert {json.loads(line)["kind"] for line in lines[at + 1 :]} <= {"session_left", "session_finished"}
+    lines[at] = json.dumps({**json.loads(lines[at]), "digest": digest}, sort_keys=True, ensure_ascii=False)
+    for i in range(at + 1, len(lines)):  # the tail re-linked: the chain verifies end to end
+        relinked = {**json.loads(lines[i]), "prev": event_line_hash(lines[i - 1])}
+        lines[i] = json.dumps(relinked, sort_keys=True, ensure_ascii=False)
+    log.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(["verify", str(run_dir)]) == 1  # verify names the forged rows against their files
+    assert "MISMATCH index.sqlite: reward 1.0 for rollouts/val/" in capsys.readouterr().out
+    gated = capevolve(
+        project, "careful", gate=True, extra=["--capevolve-null", "0", "--capevolve-commit", "none"]
+    )
+    assert gated.ret != 0 and "careful  ACCEPT" not in gated.stdout.str()  # today: ACCEPT, exit 0
+
+
+@pytest.mark.attack(
+    "record",
     attack="the outcomes digest that lets a reader trust the index edited to match forged rows",
     outcome="refused: the event's hash link breaks",
 )
