@@ -268,14 +268,16 @@ def test_index_rows_edited_by_hand_are_read_again_from_the_log(
     "record",
     attack=(
         "unconfined: index rows forged (a candidate's val rewards 1.0, the seed's 0.0), the last "
-        "`outcomes_checked` line's digest recomputed to match, and the lines after it (`session_left`, "
-        "`session_finished`: the log's tail) re-linked: a gate with nothing owed ACCEPTed the forged rows "
-        "(0 paid, 24 reused), exit 0"
+        "`outcomes_checked` line's digest recomputed to match and the lines after it (`session_left`, "
+        "`session_finished`: the log's tail) re-linked, or a matching `outcomes_checked` and "
+        "`session_left` appended through the API (no claim needed, no line rewritten): a gate with "
+        "nothing owed ACCEPTed the forged rows (0 paid, 24 reused), exit 0"
     ),
     outcome=(
         "**not held** by the gate: the checkpoint sits in the log's tail, which no later line holds (the "
-        "newest lines are the anchor's, as for any rewrite from some point on); `capevolve verify` names "
-        "each forged row against its file, and `verify --anchor` the rewritten tail"
+        "newest lines are the anchor's, as for any rewrite from some point on; an appended checkpoint "
+        "passes the anchor too); `capevolve verify` names each forged row against its file, and `verify "
+        "--anchor` the rewritten tail"
     ),
 )
 @pytest.mark.xfail(
@@ -283,8 +285,9 @@ def test_index_rows_edited_by_hand_are_read_again_from_the_log(
     reason="a resume trusts index rows whose digest the newest checkpoint holds; that checkpoint and the "
     "lines after it can be rewritten together (the chain holds no last line): a design question for the lead",
 )
+@pytest.mark.parametrize("how", ["tail rewritten", "appended"])
 def test_index_rows_and_their_checkpoint_forged_in_the_logs_tail_do_not_decide(
-    example, projects, capevolve, capsys
+    how, example, projects, capevolve, capsys
 ) -> None:
     import sqlite3
 
@@ -303,11 +306,23 @@ def test_index_rows_and_their_checkpoint_forged_in_the_logs_tail_do_not_decide(
     lines = log.read_text().splitlines()
     at = max(i for i, line in enumerate(lines) if json.loads(line)["kind"] == "outcomes_checked")
     assert {json.loads(line)["kind"] for line in lines[at + 1 :]} <= {"session_left", "session_finished"}
-    lines[at] = json.dumps({**json.loads(lines[at]), "digest": digest}, sort_keys=True, ensure_ascii=False)
-    for i in range(at + 1, len(lines)):  # the tail re-linked: the chain verifies end to end
-        relinked = {**json.loads(lines[i]), "prev": event_line_hash(lines[i - 1])}
-        lines[i] = json.dumps(relinked, sort_keys=True, ensure_ascii=False)
-    log.write_text("\n".join(lines) + "\n")
+    if how == "appended":  # the package's own API, chained at the end: nothing rewritten
+        from pytest_capevolve._store.log.event_kinds import OUTCOMES_CHECKED, SESSION_LEFT
+
+        run = RunDir(run_dir)
+        last = {k: v for k, v in json.loads(lines[at]).items() if k not in ("seq", "ts", "kind", "prev")}
+        with run.lock():
+            size, _, seq = run.log.tail()
+            run.log.append_event(OUTCOMES_CHECKED, **{**last, "offset": size, "upto": seq, "digest": digest})
+            run.log.append_event(SESSION_LEFT, checkpoint=run.log.last_seq())
+    else:
+        lines[at] = json.dumps(
+            {**json.loads(lines[at]), "digest": digest}, sort_keys=True, ensure_ascii=False
+        )
+        for i in range(at + 1, len(lines)):  # the tail re-linked: the chain verifies end to end
+            relinked = {**json.loads(lines[i]), "prev": event_line_hash(lines[i - 1])}
+            lines[i] = json.dumps(relinked, sort_keys=True, ensure_ascii=False)
+        log.write_text("\n".join(lines) + "\n")
     capsys.readouterr()
     assert main(["verify", str(run_dir)]) == 1  # verify names the forged rows against their files
     assert "MISMATCH index.sqlite: reward 1.0 for rollouts/val/" in capsys.readouterr().out
