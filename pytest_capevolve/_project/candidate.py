@@ -1,10 +1,10 @@
 """Candidates: tags, content hashes, the names built from ids, and what a candidate changed.
 
 A candidate's identity is the hash of its bytes, so "the same tag" never means two
-capabilities; its text hash (:func:`text_hash`) is blind to line endings and trailing
-whitespace, so refuted bytes re-proposed with a trailing space are no new candidate. Its change
-as text (:func:`unified_diff`) reads the files the content hash counts, so the diff is the change
-the gate scored. Pure filesystem reads."""
+capabilities; its text hash (:func:`text_hash`) is blind to line endings, trailing
+whitespace and zero-width characters, so refuted bytes re-proposed with a trailing space are no
+new candidate. Its change as text (:func:`unified_diff`) reads the files the content hash counts,
+so the diff is the change the gate scored. Pure filesystem reads."""
 
 from __future__ import annotations
 
@@ -178,14 +178,19 @@ def normalized_text(data: bytes) -> bytes:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return data
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    return "\n".join(line.rstrip() for line in lines).rstrip("\n").encode("utf-8")
+    lines = text.translate(_ZERO_WIDTH).replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return "\n".join(line.rstrip() for line in lines).strip("\n").encode("utf-8")
+
+
+# characters no reader of a text sees (zero-width space, non-joiner, joiner, word joiner, BOM)
+_ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
 
 
 def text_hash(root: Path) -> str:
     """sha256 over (relative path, normalized text) of every file: equal when two trees differ
-    in line endings and trailing whitespace at most (paths count as they are: an added empty file
-    is a real change). An exact repeat is refused (:mod:`.._policy.repeats.identity`)."""
+    in line endings, trailing whitespace, blank lines at either end and zero-width characters at
+    most (paths count as they are: an added empty file is a real change). An exact repeat is
+    refused (:mod:`.._policy.repeats.identity`)."""
     return "text-sha256:" + tree_digest(root, lambda path: normalized_text(path.read_bytes()))
 
 

@@ -22,6 +22,7 @@ from .._policy.repeats.identity import (
     REPEAT,
     Earlier,
     decided_in_project,
+    first_draws,
     repeat_line,
     repeat_of,
     standing_verdict,
@@ -138,6 +139,16 @@ class Repeats:
             )
         return self._decided_elsewhere
 
+    def _first_draws(self, tag: str, digest: str) -> None:
+        """Refuse to gate a later draw of bytes this run drew first under another tag (a rerun's)."""
+        if self.gate.enabled and (first := first_draws(self.rundir, tag, digest)) is not None:
+            raise CandidateError(
+                f"--capevolve-gate for {tag!r}: its bytes were first drawn as {first!r} in this run; the "
+                "gate reads a candidate's first draws, never a later draw of the same bytes (choosing among "
+                f"redraws re-rolls the gate): gate {first!r} (--capevolve-tag {first}, without "
+                "--capevolve-rerun)"
+            )
+
     def refused(self, tag: str, path: Path, screens: Screens) -> bool:
         digest = content_hash(path)
         if self._best_digest is None:
@@ -179,6 +190,7 @@ class Repeats:
             here = self.rundir.run_id
             said = near_repeat_line(tag, earlier, best=self.best, here=here) if earlier is not None else None
         if earlier is None:
+            self._first_draws(tag, digest)
             return False
         self.labels.pop(tag, None)  # a repeat within this run is one whatever the harness
         asked = self.gate.harness_changed and earlier is other_run

@@ -140,7 +140,7 @@ def confinement_of(rundir: RunDir, events: list[dict[str, Any]]) -> dict[str, st
     """What the verdicts said of candidate code and the decisions of the optimizer: confined when
     every one was, else the first unconfined label and what it covers."""
     said: dict[str, str] = {}
-    for tag, verdict in rundir.verdicts.verdicts().items():
+    for tag, verdict in rundir.verdicts.checked_all().items():
         label = (verdict.get("confinement") or {}).get("candidate_code")
         if isinstance(label, str) and not label.startswith("no candidate code ran"):
             said[tag] = label
@@ -254,7 +254,7 @@ def _lineage(rundir: RunDir, events: list[dict[str, Any]]) -> list[dict[str, Any
         if event.get("kind") != BEST_CHANGED:
             continue
         tag = str(event["best_id"])
-        verdict = rundir.verdicts.verdict(tag) or {}
+        verdict = rundir.verdicts.checked(tag) or {}
         reason = verdict.get("reason", "(verdict file missing)")
         steps.append(
             {
@@ -287,7 +287,7 @@ def _spend(
     }
     refused = [
         {"tag": verdict["tag"], "basis": verdict["basis"]}
-        for verdict in rundir.verdicts.verdicts().values()
+        for verdict in rundir.verdicts.checked_all().values()
         if verdict.get("basis") in SCREENED
     ]
     screens = [e for e in events if e.get("kind") == SCREEN]

@@ -193,7 +193,10 @@ class RunDir:
         if not self.spec_lock_path.is_file():
             self._write_spec_lock(lock, spec)
             self.log.append_event(
-                RUN_CREATED, spec=to_stored(spec.path, spec.project_dir), run_id=self.run_id
+                RUN_CREATED,
+                spec=to_stored(spec.path, spec.project_dir),
+                run_id=self.run_id,
+                frozen={key: spec.locked_value(lock, key) for key in spec.FROZEN_KEYS},
             )
             self.order_secret.create()
             return
@@ -206,6 +209,7 @@ class RunDir:
                 f"{self.spec_lock_path}: damaged, not the YAML mapping the run froze "
                 f"({type(locked).__name__}); restore it, or start a new run with --capevolve-new-run"
             )
+        self._check_frozen(locked, spec)
         _refuse_pre_release(self.spec_lock_path, locked)
         old = locked
         was = {k: spec.locked_value(old, k) for k in spec.FROZEN_KEYS}
@@ -224,6 +228,21 @@ class RunDir:
         if moved:
             self._write_spec_lock(lock, spec)
             self.log.append_event(SPEC_CHANGED, changed=sorted(moved))
+
+    def _check_frozen(self, locked: dict[str, Any], spec: Spec) -> None:
+        """Refuse a ``spec.lock.yaml`` whose frozen keys are not what ``run_created`` logged: the
+        file edited in step with the spec would unfreeze a guard (or the shared ledger) unsaid."""
+        created = self.log.of_kinds(RUN_CREATED)
+        frozen = created[0].get("frozen") if created else None
+        if not isinstance(frozen, dict):
+            return  # a run older than the field: the file is all there is to hold the spec to
+        edited = [k for k in frozen if _canonical(spec.locked_value(locked, k)) != _canonical(frozen[k])]
+        if edited:
+            raise RunDirError(
+                f"{self.spec_lock_path}: {', '.join(edited)} not what the run froze when it began "
+                f"(event seq {created[0].get('seq')}: {', '.join(f'{k}: {frozen[k]!r}' for k in edited)}): "
+                "edited. Restore it, or start a new run with --capevolve-new-run"
+            )
 
     def _write_spec_lock(self, lock: dict[str, Any], spec: Spec) -> None:
         atomic_write_text(self.spec_lock_path, yaml.safe_dump(lock, sort_keys=True))
@@ -362,3 +381,7 @@ def _lock_deleted(root: Path) -> bool:
             return f'"kind": "{RUN_CREATED}"'.encode() in handle.read(65536)
     except OSError:
         return False
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)

@@ -15,6 +15,8 @@ import shutil
 
 import pytest
 
+from pytest_capevolve._cli.main import main
+
 # val ids of noisy_agent's frozen splits (split_seed 7, one trial)
 VAL = ("n01", "n02", "n10", "n13")
 
@@ -104,3 +106,56 @@ def test_a_run_gating_with_the_leak_guard_off_says_so_in_every_verdict(example, 
     verdict = json.loads((projects.run_dir(project) / "verdicts" / "peek.json").read_text())
     assert verdict["details"]["guards"]["leak_guard_min_length"] is None
     assert any("the leak guard is off" in warning for warning in verdict["warnings"])
+
+
+@pytest.mark.attack(
+    "harness",
+    attack=(
+        "unconfined: `leak_guard_min_length: false` written into `capevolve.yaml` mid-run and into the "
+        "run's `spec.lock.yaml` to match (any frozen key: `shared_ledger` dropped, `protected_paths` "
+        "narrowed), then a prompt naming val ids gated: not refused, and every verdict said the guard was "
+        'off "frozen with the run"; or a guard key deleted from the lock, so a current run read as one '
+        "a development build wrote"
+    ),
+    outcome=(
+        "refused in one line before anything is paid (exit 4): `spec.lock.yaml` is held to the frozen "
+        "keys the run's `run_created` event logged, naming each key edited, its value and the way on "
+        "(restore it, or a new run); `capevolve verify` names it"
+    ),
+)
+def test_a_guard_unfrozen_in_the_spec_and_its_lock_alike_is_refused(
+    example, projects, capevolve, capsys
+) -> None:
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    _leaky(project)
+    assert capevolve(project).ret == 0
+    paid = len(projects.rollout_records(project))
+    spec, lock = project / "capevolve.yaml", projects.run_dir(project) / "spec.lock.yaml"
+    honest_spec, honest_lock = spec.read_text(), lock.read_text()
+
+    spec.write_text(honest_spec + "leak_guard_min_length: false\n")
+    lock.write_text(honest_lock.replace("leak_guard_min_length: 4", "leak_guard_min_length: null"))
+    result = capevolve(project, "peek", gate=True)
+    assert result.ret == 4, result.stdout.str()[-2000:]
+    lines = [line for line in result.stderr.str().splitlines() if "not what the run froze" in line]
+    assert len(lines) == 1, result.stderr.str()
+    assert "spec.lock.yaml: leak_guard_min_length" in lines[0] and "leak_guard_min_length: 4" in lines[0]
+    assert "Restore it, or start a new run with --capevolve-new-run" in lines[0]
+    capsys.readouterr()
+    assert main(["verify", str(lock.parent)]) == 1
+    assert "spec.lock.yaml: leak_guard_min_length not what the run froze (edited)" in capsys.readouterr().out
+
+    # the key deleted from the lock (the pre-release look): named as edited, not as an old format
+    spec.write_text(honest_spec)
+    lock.write_text(honest_lock.replace("leak_guard_min_length: 4\n", ""))
+    result = capevolve(project, "peek", gate=True)
+    assert result.ret == 4 and "leak_guard_min_length not what the run froze" in result.stderr.str()
+    assert "development build" not in result.stderr.str()
+    assert len(projects.rollout_records(project)) == paid
+    assert not (projects.run_dir(project) / "verdicts" / "peek.json").exists()
+
+    # the way on: the lock restored, the run goes on under the guard it froze
+    lock.write_text(honest_lock)
+    assert capevolve(project, "peek", gate=True).ret == 11
+    assert json.loads((projects.run_dir(project) / "verdicts" / "peek.json").read_text())["basis"] == "leak"

@@ -339,7 +339,8 @@ def test_a_candidate_that_rerolls_the_judges_failed_draws_is_not_accepted(
     ),
     outcome=(
         "prevented: a judgement failed under any tag of the same bytes (a candidate is its bytes) weighs "
-        "the cell at worst; the reason names the way on (mend the judge; a new run judges afresh)"
+        "the cell at worst; the reason names the way on (mend the judge; a new run judges afresh); and a "
+        "gate of a later draw of bytes the run drew first is refused in one line (exit 4)"
     ),
 )
 def test_a_candidate_whose_judge_failed_cannot_reroll_it_under_a_rerun_tag(
@@ -350,12 +351,17 @@ def test_a_candidate_whose_judge_failed_cannot_reroll_it_under_a_rerun_tag(
     failed draws were asked again until they favoured the candidate — ACCEPT at p = 1/1024 on the
     second rerun, booked by ``capevolve commit`` inside the agent, confined."""
     project = _rerolled_hedge(example, projects)
-    for extra in ([], ["--capevolve-rerun"], ["--capevolve-rerun"]):
-        result = capevolve(project, "hedge", gate=True, extra=["--capevolve-commit", "none", *extra])
-        assert result.ret in (0, 10, 11), result.stdout.str()[-3000:]
-    verdict = json.loads((projects.run_dir(project) / "verdicts" / "hedge-r3.json").read_text())
-    assert verdict["decision"] != "accept", verdict["reason"]  # was: ACCEPT, p = 1/1024
+    result = capevolve(project, "hedge", gate=True, extra=["--capevolve-commit", "none"])
+    assert result.ret in (0, 10, 11), result.stdout.str()[-3000:]
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / "hedge.json").read_text())
     assert "(--capevolve-new-run) judges those afresh" in verdict["reason"], verdict["reason"]  # the way on
+    for _ in range(2):  # was: ACCEPT, p = 1/1024, on the second rerun
+        result = capevolve(
+            project, "hedge", gate=True, extra=["--capevolve-commit", "none", "--capevolve-rerun"]
+        )
+        assert result.ret == 4, result.stdout.str()[-3000:]
+        assert "its bytes were first drawn as 'hedge'" in result.stderr.str()  # a later draw is never gated
+    assert not list((projects.run_dir(project) / "verdicts").glob("hedge-r*"))
 
 
 HIDDEN = """

@@ -54,6 +54,55 @@ def test_a_forged_verdict_is_not_booked(noop_gated, example, projects, capevolve
 
 @pytest.mark.attack(
     "record",
+    attack=(
+        "unconfined: the verdict files of a run whose candidate code ran unconfined edited to say "
+        '`"candidate_code": "confined (Landlock ABI 7)"` (or their numbers and reasons): `capevolve '
+        'measure`, report.md and the dashboard said "candidate code: confined", read from the files '
+        "unchecked"
+    ),
+    outcome=(
+        "refused in one line naming the file (exit 4): every verdict a view shows is held to the sha256 "
+        "its `verdict` event logged; restored, the views say unconfined. `capevolve verify` names each "
+        "verdict file edited, or planted with no event"
+    ),
+)
+@pytest.mark.unconfined
+def test_verdict_files_edited_to_say_confined_are_refused_by_the_views(noop_gated, projects, capsys):
+    """Unconfined on purpose: the label to forge is an unconfined run's."""
+    project, run_dir = _gated_noop(noop_gated, projects)
+    kept = {path: path.read_bytes() for path in (run_dir / "verdicts").glob("*.json")}
+    for path in kept:
+        verdict = json.loads(path.read_text())
+        assert verdict["confinement"]["candidate_code"].startswith("unconfined")
+        verdict["confinement"]["candidate_code"] = "confined (Landlock ABI 7)"
+        path.write_text(json.dumps(verdict))
+    capsys.readouterr()
+    code = main(["measure", str(project)])
+    out, err = capsys.readouterr()
+    assert code == 4 and "code: confined" not in out  # before: 0, "candidate code: confined"
+    assert [line for line in err.splitlines() if line.strip()] == [err.strip()]
+    assert "verdicts/" in err and "not the verdict the gate wrote" in err and "restore it" in err
+    assert "code: confined" not in (run_dir / "report.md").read_text()
+    from pytest_capevolve._show.dashboard.model import collect
+    from pytest_capevolve._store.files import RunDirError
+
+    with pytest.raises(RunDirError, match="not the verdict the gate wrote"):
+        collect(RunDir(run_dir), num_trials=1)
+    (run_dir / "verdicts" / "ghost.json").write_text(json.dumps({"tag": "ghost", "decision": "accept"}))
+    capsys.readouterr()
+    assert main(["verify", str(run_dir)]) == 1  # verify names each edited and the planted one
+    said = capsys.readouterr().out
+    assert said.count("(edited); restore it from a backup") == len(kept), said
+    assert "ghost.json: a verdict no gate logged (planted); delete it" in said
+    (run_dir / "verdicts" / "ghost.json").unlink()
+    for path, data in kept.items():
+        path.write_bytes(data)
+    assert main(["measure", str(project)]) == 0
+    assert "candidate code: unconfined (Landlock turned off" in capsys.readouterr().out
+
+
+@pytest.mark.attack(
+    "record",
     attack="`best_id` edited in `state.json` (finalize would score a rejected tag)",
     outcome="refused by sessions and commands",
 )
@@ -213,6 +262,74 @@ def test_index_rows_edited_by_hand_are_read_again_from_the_log(
         if e["kind"] == "rollout" and e["split"] == "val"
     }
     assert {r.key: r.reward for r in reader.rollouts.indexed_rollouts("val", None, None)} == logged
+
+
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "unconfined: index rows forged (a candidate's val rewards 1.0, the seed's 0.0), the last "
+        "`outcomes_checked` line's digest recomputed to match and the lines after it (`session_left`, "
+        "`session_finished`: the log's tail) re-linked, or a matching `outcomes_checked` and "
+        "`session_left` appended through the API (no claim needed, no line rewritten): a gate with "
+        "nothing owed ACCEPTed the forged rows (0 paid, 24 reused), exit 0"
+    ),
+    outcome=(
+        "**not held** by the gate: the checkpoint sits in the log's tail, which no later line holds (the "
+        "newest lines are the anchor's, as for any rewrite from some point on; an appended checkpoint "
+        "passes the anchor too); `capevolve verify` names each forged row against its file, and `verify "
+        "--anchor` the rewritten tail"
+    ),
+)
+@pytest.mark.xfail(
+    strict=True,
+    reason="a resume trusts index rows whose digest the newest checkpoint holds; that checkpoint and the "
+    "lines after it can be rewritten together (the chain holds no last line): a design question for the lead",
+)
+@pytest.mark.parametrize("how", ["tail rewritten", "appended"])
+def test_index_rows_and_their_checkpoint_forged_in_the_logs_tail_do_not_decide(
+    how, example, projects, capevolve, capsys
+) -> None:
+    import sqlite3
+
+    from pytest_capevolve._store.log.event_chain import event_line_hash
+    from pytest_capevolve._store.log.outcome_ledger import digest_of, outcome
+
+    project = example("toy_calc")
+    assert capevolve(project, "careful").ret == 0
+    run_dir = projects.run_dir(project)
+    with sqlite3.connect(run_dir / "index.sqlite") as db:
+        db.execute("UPDATE rollouts SET reward = 1.0, passed = 1 WHERE tag = 'careful' AND split = 'val'")
+        db.execute("UPDATE rollouts SET reward = 0.0, passed = 0 WHERE tag = 'seed' AND split = 'val'")
+    listed = RunDir(run_dir).rollouts.index.every()
+    digest = digest_of([((r[0], r[1], r[2], int(r[3])), outcome(r[4], r[6], r[7])) for r in listed])
+    log = run_dir / "events.jsonl"
+    lines = log.read_text().splitlines()
+    at = max(i for i, line in enumerate(lines) if json.loads(line)["kind"] == "outcomes_checked")
+    assert {json.loads(line)["kind"] for line in lines[at + 1 :]} <= {"session_left", "session_finished"}
+    if how == "appended":  # the package's own API, chained at the end: nothing rewritten
+        from pytest_capevolve._store.log.event_kinds import OUTCOMES_CHECKED, SESSION_LEFT
+
+        run = RunDir(run_dir)
+        last = {k: v for k, v in json.loads(lines[at]).items() if k not in ("seq", "ts", "kind", "prev")}
+        with run.lock():
+            size, _, seq = run.log.tail()
+            run.log.append_event(OUTCOMES_CHECKED, **{**last, "offset": size, "upto": seq, "digest": digest})
+            run.log.append_event(SESSION_LEFT, checkpoint=run.log.last_seq())
+    else:
+        lines[at] = json.dumps(
+            {**json.loads(lines[at]), "digest": digest}, sort_keys=True, ensure_ascii=False
+        )
+        for i in range(at + 1, len(lines)):  # the tail re-linked: the chain verifies end to end
+            relinked = {**json.loads(lines[i]), "prev": event_line_hash(lines[i - 1])}
+            lines[i] = json.dumps(relinked, sort_keys=True, ensure_ascii=False)
+        log.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(["verify", str(run_dir)]) == 1  # verify names the forged rows against their files
+    assert "MISMATCH index.sqlite: reward 1.0 for rollouts/val/" in capsys.readouterr().out
+    gated = capevolve(
+        project, "careful", gate=True, extra=["--capevolve-null", "0", "--capevolve-commit", "none"]
+    )
+    assert gated.ret != 0 and "careful  ACCEPT" not in gated.stdout.str()  # today: ACCEPT, exit 0
 
 
 @pytest.mark.attack(

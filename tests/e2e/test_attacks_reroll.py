@@ -97,3 +97,55 @@ def test_deleting_chosen_rollout_files_to_redraw_them_changes_no_decision(
     again = gate(capsys, project, "noop")
     assert (again["decision"], again["delta_mean"]) == (verdict["decision"], verdict["delta_mean"])
     assert again["details"]["repaid_rollouts"] == repaid
+
+
+FRESH = '''
+
+class FreshAdapter(NoisyAgentAdapter):
+    """A coin flip per rollout, every draw fresh (an API's randomness that ignores the seed)."""
+
+    def run_target(self, task, ctx, *, seed):
+        output = "resolved" if random.SystemRandom().random() < 0.5 else "escalated"
+        return Rollout(task_id=task.id, output=output, trace={}, cost_usd=0.001, tokens=10)
+'''
+
+
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "with a non-reproducible adapter, a no-op evaluated on val without a gate, then again and again "
+        "with `--capevolve-rerun` (fresh tags `noop-r2`, `noop-r3`: fresh draws of the same bytes), and "
+        "the tag whose val draws came out best gated (`--capevolve-tag noop-r2 --capevolve-gate`), or "
+        "`--capevolve-rerun --capevolve-gate` after a look at the first draws: the gate read that tag's "
+        "draws, so the luckiest of N redraws was gated (Δ̄ +0.15 over the seed's from a no-op, 4 draws)"
+    ),
+    outcome=(
+        "refused in one line before anything is registered or paid (exit 4): a gate reads the bytes' "
+        "first draws in the run, naming the tag that holds them and the way on (gate that tag, without "
+        "`--capevolve-rerun`)"
+    ),
+)
+def test_the_luckiest_rerun_of_the_same_bytes_is_never_gated(example, projects, capevolve) -> None:
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    projects.add_adapter(project, FRESH, "adapter.py:FreshAdapter")
+    shutil.rmtree(project / "microcases")  # they expect the noisy agent's own draws
+    noop = project / "candidates" / "noop"
+    shutil.copytree(project / "capability", noop)
+    (noop / "notes.md").write_text("a no-op\n")
+    assert capevolve(project, "noop").ret == 0
+    assert capevolve(project, "noop", extra=["--capevolve-rerun"]).ret == 0  # noop-r2: a fresh measurement
+    paid = len(projects.rollout_records(project))
+    for tags, extra in ((["noop-r2"], []), ([], ["--capevolve-rerun"])):
+        result = capevolve(
+            project, "noop", tags=tags, gate=True, extra=["--capevolve-commit", "none", *extra]
+        )
+        assert result.ret == 4, result.stdout.str()[-2000:]  # before: noop-r2 (or noop-r3) gated on its draws
+        lines = [line for line in result.stderr.str().splitlines() if "first drawn as 'noop'" in line]
+        assert len(lines) == 1 and "gate 'noop' (--capevolve-tag noop, without --capevolve-rerun)" in lines[0]
+    run_dir = projects.run_dir(project)
+    assert len(projects.rollout_records(project)) == paid and not list(run_dir.glob("verdicts/noop-r*"))
+    # the way on: the bytes gated on their first draws
+    result = capevolve(project, "noop", gate=True, extra=["--capevolve-commit", "none"])
+    assert result.ret in (0, 10), result.stdout.str()[-2000:]
+    assert json.loads((run_dir / "verdicts" / "noop.json").read_text())["decision"] in ("accept", "reject")

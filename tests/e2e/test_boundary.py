@@ -2,11 +2,12 @@
 candidate's own code, in its sandbox child, and the label every view carries.
 
 The candidate is the seed's bytes (a no-op for the agent) with a ``tools/reply.py`` that the noisy
-agent imports in ``run_target`` and that, on every rollout, tries four things a cheating candidate
-would: (a) append a correctly chained ``rollout`` event to the run's log through the package's own
-RunDir API, (b) plant a conftest.py, pytest.ini and setup.py one folder above the project, (c) read
-a gold file and return it, (d) kill the session. It returns what each attempt gave as the
-ticket's closing line, which the rollout's trace keeps — the only way out of a confined child.
+agent imports in ``run_target`` and that, on every rollout, tries five things a cheating candidate
+would: start a second ``capevolve`` process that books it a forced accept (once a child), (a)
+append a correctly chained ``rollout`` event to the run's log through the package's own RunDir
+API, (b) plant a conftest.py, pytest.ini and setup.py one folder above the project, (c) read a
+gold file and return it, (d) kill the session. It returns what each attempt gave as the ticket's
+closing line, which the rollout's trace keeps — the only way out of a confined child.
 """
 
 from __future__ import annotations
@@ -49,8 +50,24 @@ def _kill():
     _os.kill(_os.getppid(), _signal.SIGKILL)
 
 
+_NESTED = []
+
+
+def _nested():
+    """A second capevolve process, once a child: it books the candidate a forced accept."""
+    import subprocess as _subprocess
+    import sys as _sys
+
+    if not _NESTED:
+        words = ["commit", "attacker", "--decision", "accept", "--force", "--note", "nested", "--project"]
+        code = "import sys; from pytest_capevolve._cli.main import main; sys.exit(main(sys.argv[1:]))"
+        done = _subprocess.run([_sys.executable, "-P", "-c", code, *words, str(_PROJECT)], capture_output=True)
+        _NESTED.append("ok" if done.returncode == 0 else "refused")  # it sees no run: the run dir is hidden
+    return _NESTED[0]
+
+
 def _attempts():
-    seen = []
+    seen = ["capevolve:" + _nested()]
     for name, attempt in (("log", _forge), ("plant", _plant), ("kill", _kill)):
         try:
             attempt()
@@ -153,6 +170,19 @@ def said_everywhere(projects, project: Path, tag: str, capsys) -> dict[str, obje
 )
 @pytest.mark.attack(
     "kernel-boundary",
+    attack=(
+        "start a second `capevolve` process (`capevolve commit TAG --decision accept --force`, which books "
+        "what its own gate has not decided): is the broker the only way in?"
+    ),
+    outcome=(
+        "prevented: the process inherits the child's domain, which hides the run dir (it sees no run: "
+        "exit 4) and writes nothing; no broker socket or `CAPEVOLVE_BROKER_FD` reaches a sandbox child "
+        "(the broker builds each command's environment; children start with `close_fds`)"
+    ),
+    unconfined="labelled unconfined: it runs as the user, as a shell does (the log's own checks are another section's)",
+)
+@pytest.mark.attack(
+    "kernel-boundary",
     attack="kill the session (`os.kill(os.getppid(), SIGKILL)`) to drop a failing draw",
     outcome=(
         "prevented: signals are scoped to the child's domain (EPERM, Landlock ABI ≥ 6); the session "
@@ -173,11 +203,11 @@ def test_confined_candidate_code_cannot_forge_the_log_plant_a_conftest_read_gold
     assert len(records) == 80 and all(r["infra_error"] is None for r in records)
     replies = {r["trace"]["reply"].split(" | ", 1)[1] for r in records}
     # each attempt failed inside the candidate's own process, with the kernel's refusal
-    assert replies == {"log:refused plant:refused kill:refused gold:refused"}
+    assert replies == {"capevolve:refused log:refused plant:refused kill:refused gold:refused"}
     assert not any(GOLD_SECRET in json.dumps(r) for r in records)
     assert not any((noisy.parent / name).exists() for name in ("conftest.py", "pytest.ini", "setup.py"))
     events = (projects.run_dir(noisy) / "events.jsonl").read_text()
-    assert '"forged"' not in events
+    assert '"forged"' not in events and '"nested"' not in events
     said = said_everywhere(projects, noisy, "attacker", capsys)
     verdict = json.loads((projects.run_dir(noisy) / "verdicts" / "attacker.json").read_text())
     assert verdict["decision"] != "accept"

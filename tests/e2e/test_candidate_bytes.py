@@ -89,12 +89,14 @@ def test_a_refuted_candidate_copied_under_a_new_tag_is_refused_not_regated(
 @pytest.mark.attack(
     "laundering",
     attack=(
-        "refuted bytes re-proposed with a trailing space, CRLF line endings or blank lines at the end, "
-        "gated alone at the full α"
+        "refuted bytes re-proposed with a trailing space, CRLF line endings or blank lines at the end "
+        "(or, before issue 40's attack, blank lines at the start, a byte-order mark or zero-width "
+        "characters: accepted at α = 0.05), gated alone at the full α"
     ),
     outcome=(
-        "refused: the same text (line endings, trailing whitespace folded) is the same candidate; an "
-        "added file or a comment is a real change, priced by the loop's α schedule"
+        "refused: the same text (line endings, trailing whitespace, leading blank lines and zero-width "
+        "characters folded) is the same candidate; an added file or a comment is a real change, priced "
+        "by the loop's α schedule"
     ),
 )
 @pytest.mark.parametrize(
@@ -103,8 +105,11 @@ def test_a_refuted_candidate_copied_under_a_new_tag_is_refused_not_regated(
         lambda text: text + "   ",  # a trailing space
         lambda text: text.replace("\n", "\r\n"),  # CRLF line endings
         lambda text: text + "\n\n",  # blank lines at the end
+        lambda text: "\n \n" + text,  # blank lines at the start
+        lambda text: "\ufeff" + text,  # a byte-order mark
+        lambda text: text.replace(" ", " \u200b", 3).replace("\n", "\u2060\n", 1),  # zero-width marks
     ],
-    ids=["trailing-space", "crlf", "blank-lines"],
+    ids=["trailing-space", "crlf", "blank-lines", "leading-blank-lines", "bom", "zero-width"],
 )
 def test_a_refuted_candidate_re_proposed_with_invisible_edits_is_refused_not_regated(
     built, example, projects, capevolve, edit
@@ -164,6 +169,41 @@ def test_refuted_bytes_with_a_trailing_space_in_a_new_run_are_refused(built, exa
 
 @pytest.mark.attack(
     "laundering",
+    attack=(
+        "unconfined: the deciding run's folder moved out of the project, then the refuted bytes with a "
+        "trailing space gated alone in a new run: the text hash was compared only with runs whose "
+        "folders are here (the project's memory held the exact bytes alone): accepted at α = 0.05 and "
+        "booked"
+    ),
+    outcome=(
+        "refused: the project's memory (`decisions.jsonl`) keeps each booked decision's text hash too; "
+        "nothing paid, booked reject (repeat) naming the earlier run"
+    ),
+)
+def test_refuted_bytes_with_a_trailing_space_are_refused_after_their_run_folder_moved_out(
+    built, example, projects, capevolve, tmp_path
+):
+    project, _ = _round_of_three(built, example, projects, capevolve)
+    first = projects.run_dir(project)
+    first.rename(tmp_path / "elsewhere")
+    prompt = project / "candidates" / "helpful" / "prompt.md"
+    prompt.write_text(prompt.read_text() + "  \n\n")
+    again = capevolve(
+        project, "helpful", gate=True, extra=["--capevolve-new-run", "--capevolve-commit", "auto"]
+    )
+    assert again.ret == 10, again.stdout.str()  # before: 0, ACCEPT at α = 0.05, booked
+    again.stdout.fnmatch_lines(
+        [
+            "helpful *REJECT*never paid for: candidate 'helpful' differs from 'helpful' only in line "
+            f"endings or trailing whitespace, rejected (α = 0.01667, Holm over 3 siblings) in run {first.name}*",
+            "helpful: booked reject (repeat)",
+        ]
+    )
+    assert not list((projects.run_dir(project) / "rollouts" / "val").glob("*__helpful__*"))
+
+
+@pytest.mark.attack(
+    "laundering",
     attack="refuted bytes copied under a new tag, or `--capevolve-rerun`, to escape the family correction",
 )
 def test_two_siblings_with_the_same_bytes_are_gated_once(fix_list_baseline, projects, capevolve):
@@ -214,6 +254,46 @@ def test_capevolve_gate_rederives_the_holm_level_the_decision_had(
     assert answer["decision"] == "what-if" and answer["what_if"]["answer"] == "accept"
     assert answer["details"]["decided_level"]["this_answer_at_it"] is False
     assert "not the level this decision had (α = 0.01667, Holm over 3 siblings)" in answer["reason"]
+
+
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "unconfined: `capevolve gate TAG` for a tag rejected at its Holm level (α = 1/60), its verdict "
+        "file deleted beside the logged verdict, or its family level edited to 1/20: ACCEPT, exit 0, "
+        "re-derived at the spec's α (or \"at the level this decision had (α = 0.05, Holm over 3 "
+        "siblings)\"); a null's verdict edited moved the floor alike: each was read from its file unchecked"
+    ),
+    outcome=(
+        "prevented: the recorded verdicts (the candidate's and its nulls') are read held to the sha256 "
+        "their `verdict` events logged; one gone or edited makes the answer a what-if (exit 14) naming "
+        "the file, the logged decision and the decision booked; restored, the decision is re-derived"
+    ),
+)
+def test_capevolve_gate_never_reads_a_level_from_a_verdict_file_the_log_does_not_hold(
+    built, example, projects, capevolve, capsys
+):
+    project, _ = _round_of_three(built, example, projects, capevolve)
+    verdicts = projects.run_dir(project) / "verdicts"
+    kept = {tag: (verdicts / f"{tag}.json").read_bytes() for tag in ("helpful", "seed-null1")}
+    edited = json.loads(kept["helpful"])
+    edited["details"]["family"]["level_exact"] = "1/20"
+    null = json.loads(kept["seed-null1"])
+    null["delta_mean"], null["delta_exact"] = -1.0, "-1"
+    for tag, data, said in [
+        ("helpful", None, "verdicts/helpful.json is gone, not the one the gate wrote (event seq"),
+        ("helpful", json.dumps(edited), "verdicts/helpful.json is not the one the gate wrote (event seq"),
+        ("seed-null1", json.dumps(null), "verdicts/seed-null1.json is not the one the gate wrote"),
+    ]:
+        path = verdicts / f"{tag}.json"
+        path.unlink() if data is None else path.write_text(data)
+        code, out, _ = run(capsys, "gate", "helpful", "--project", str(project))
+        assert code == 14, (tag, out)  # before: 0, ACCEPT
+        assert out.splitlines()[0].startswith("WHAT-IF, not the decision: " + said), out
+        assert "the decision booked on 'helpful' is reject" in out and "ACCEPT" not in out
+        path.write_bytes(kept[tag])
+    code, out, _ = run(capsys, "gate", "helpful", "--project", str(project))
+    assert code == 10 and "at the level this decision had (α = 0.01667, Holm over 3 siblings)" in out
 
 
 @pytest.mark.attack(

@@ -95,7 +95,6 @@ def real_run(root: Path, shared_data: dict, val_rollout) -> RunDir:
                 "reason": "Δ̄ below k·SE",
             }
         )
-        rundir.log.append_event("verdict", tag=tag, decision="reject")
         if not null:
             rundir.log.append_event(
                 "decision",

@@ -1,5 +1,6 @@
-"""The text hash (:mod:`pytest_capevolve._project.candidate.text_hash`): blind to line endings and
-trailing whitespace, and to nothing else a reader of the text sees."""
+"""The text hash (:mod:`pytest_capevolve._project.candidate.text_hash`): blind to line endings,
+trailing whitespace, blank lines at either end and zero-width characters, and to nothing else a
+reader of the text sees."""
 
 from __future__ import annotations
 
@@ -19,6 +20,15 @@ LINES = st.lists(
 def test_line_endings_and_trailing_whitespace_do_not_change_the_text(lines, newline, trailing) -> None:
     plain = "\n".join(line.rstrip() for line in lines)
     dressed = newline.join(line.rstrip() + trailing for line in lines) + newline
+    assert normalized_text(dressed.encode()) == normalized_text(plain.encode())
+
+
+@given(LINES, st.sampled_from(["\n", " \n\t\n", "\ufeff", "\ufeff\n"]), st.data())
+def test_blank_lines_at_the_start_and_zero_width_characters_do_not_change_the_text(lines, lead, data) -> None:
+    plain = "\n".join(line.rstrip() for line in lines)
+    at = data.draw(st.integers(min_value=0, max_value=len(plain)))
+    mark = data.draw(st.sampled_from(["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff"]))
+    dressed = lead + plain[:at] + mark + plain[at:]
     assert normalized_text(dressed.encode()) == normalized_text(plain.encode())
 
 

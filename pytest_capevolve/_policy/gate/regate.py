@@ -6,6 +6,7 @@ an accept's exit. The session and ``capevolve gate`` judge the same evidence and
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -16,6 +17,7 @@ from ..._decide.alpha_budget import looks_record
 from ..._decide.basis import Basis
 from ..._decide.verdict import INDECISIVE, Verdict
 from ..._project.spec import Spec
+from ..._store.files import RunDirError
 from ..._store.log import paid_by
 from ..._store.log.event_kinds import VERDICT
 from ..._store.readers.evidence import ByTag, first_outcomes, index_records, repaid_details
@@ -59,7 +61,7 @@ def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verd
     refused for an unknown tag or one gated against itself."""
     # derived only from rollouts a session claimed and paid once (:mod:`..._store.log.paid_by`)
     paid_by.refuse_untrusted(rundir.log.of_kinds(*paid_by.KINDS), rundir.run_id)
-    recorded = rundir.verdicts.verdict(ask.tag)
+    recorded, unsure = _recorded(rundir, ask.tag)
     against = _against(rundir, ask, recorded)
     # the recorded decision is re-derived as decided, unless another parent is asked for
     same_parent = not ask.against or (recorded is not None and ask.against == recorded.get("against"))
@@ -78,7 +80,10 @@ def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verd
         config = asked(alpha=ask.alpha)
         if level is not None and ask.alpha is None:  # the level it had: family share, look, schedule
             config = replace(config, alpha=level.alpha)
-        nulls = [_null_delta(v) for v in (rundir.verdicts.verdict(t) for t in null_tags) if v is not None]
+        nulls: list[Fraction | float | None] = []
+        for null in null_tags:  # each as logged, as the candidate's: a forged floor is no decision's
+            found, why = _recorded(rundir, null)
+            nulls, unsure = nulls + ([_null_delta(found)] if found else []), unsure + why
     else:  # grown: at its pooled trials and its look's level; its null controls judged so too
         alpha = ask.alpha if ask.alpha is not None else Fraction(looks["decision_alpha"])
         max_looks = int(looks.get("max_looks", spec.grow_max_looks))
@@ -88,8 +93,26 @@ def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verd
     verdict = passed(Passing.as_recorded(spec, repaid, as_decided, ask), verdict)
     if level is not None and looks is None:
         verdict = _at_level(verdict, level, ask.alpha)
-    departs = departures(recorded, ask, level)
+    departs = [*unsure, *departures(recorded, ask, level)]
     return _what_if(rundir, verdict, recorded, departs) if departs else verdict
+
+
+def _recorded(rundir: RunDir, tag: str) -> tuple[dict[str, Any] | None, list[str]]:
+    """``tag``'s verdict as the gate logged it (held to its sha256), and why none can be read as
+    decided: a file deleted or edited while the log records its verdict (its level, its nulls are
+    in the file alone), so what is derived without it is a what-if, never the decision."""
+    if rundir.verdicts.verdict(tag) is not None:
+        with contextlib.suppress(RunDirError):
+            return rundir.verdicts.checked(tag), []
+    logged = [e for e in rundir.log.of_kinds(VERDICT) if e.get("tag") == tag]
+    if not logged:
+        return None, []
+    event = logged[-1]
+    state = "is not the one" if rundir.verdicts.verdict_path(tag).is_file() else "is gone, not the one"
+    return None, [
+        f"verdicts/{tag}.json {state} the gate wrote (event seq {event.get('seq')}: {event.get('decision')}, "
+        f"p = {event.get('p_value')}), so the level and nulls it was decided with are unknown"
+    ]
 
 
 def _against(rundir: RunDir, ask: GateAsk, recorded: dict[str, Any] | None) -> str:
@@ -125,7 +148,9 @@ def _what_if(
     decided = (
         f"the decision booked on {tag!r} is {booked}"
         if booked
-        else f"its verdict says {(recorded or {}).get('decision')} (no decision booked)"
+        else f"its verdict says {recorded.get('decision')} (no decision booked)"
+        if recorded
+        else "no decision is booked on it"
     )
     line = (
         f"WHAT-IF, not the decision: {'; '.join(departs)} depart from the settings {tag!r} was "

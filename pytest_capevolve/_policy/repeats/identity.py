@@ -23,7 +23,7 @@ from ..._decide.alpha_budget import shown_decision
 from ..._decide.verdict import Verdict
 from ..._project.candidate import CandidateError, content_hash, null_control_of, text_hash
 from ..._store.files import RunDirError
-from ..._store.log.event_kinds import CANDIDATE_REGISTERED, DECISION
+from ..._store.log.event_kinds import CANDIDATE_REGISTERED, DECISION, VERDICT
 from ..._store.memory import project_memory, shared_ledger, task_keys
 from ..._store.memory.task_keys import Tasks
 from ..._store.rundir import RUNS_DIR, RunDir
@@ -62,6 +62,7 @@ class Earlier:
     # the seq of a decision booked by ``commit --force`` (a repair, or against the gate)
     repair: int | None = None
     adopted: bool = False  # an accept carried from an earlier run (its verdict a repeat): that run's stands
+    text_hash: str | None = None  # its bytes' text hash, as the project's memory remembers it
 
     def where(self) -> str:
         """ "run R", and the project and ledger, or the val, when not this run's: what a refusal names."""
@@ -97,6 +98,18 @@ def registered_hashes(rundir: RunDir) -> dict[str, str]:
         if isinstance(tag, str) and isinstance(digest, str) and null_control_of(tag) is None:
             hashes.setdefault(tag, digest)
     return hashes
+
+
+def first_draws(rundir: RunDir, tag: str, digest: str) -> str | None:
+    """The tag registered before ``tag`` (or before it is) with ``digest`` whose val rollouts were paid
+    or gated: where those bytes' first draws are, which a gate of ``tag`` would draw afresh."""
+    for other, theirs in registered_hashes(rundir).items():
+        if other == tag:
+            return None
+        gated = any(e.get("tag") == other for e in rundir.log.of_kinds(VERDICT))
+        if theirs == digest and (gated or rundir.rollouts.indexed_rollouts("val", [other])):
+            return other
+    return None
 
 
 def earlier_with_bytes(rundir: RunDir, digest: str, *, besides: str) -> Earlier | None:
@@ -216,9 +229,11 @@ def _decided_in_memory(rundir: RunDir, project: Path, present: set[str], found: 
         theirs = row.get("harness") if isinstance(row.get("harness"), dict) else None
         differs = tuple(harness.changes(theirs, found.harness)) if theirs and found.harness else ()
         level = row.get("level") if isinstance(row.get("level"), str) else None
+        said = row.get("text_hash") if isinstance(row.get("text_hash"), str) else None
         earlier = Earlier(
             row["tag"], row["run_id"], row["decision"], level, harness_changes=differs, shared=foreign
         )
+        earlier = replace(earlier, text_hash=said)
         found.seen(row["content_hash"], earlier, val if val.ids or val.keys else None)
 
 
@@ -291,7 +306,7 @@ def _repeat_line(tag: str, digest: str, earlier: Earlier, *, best: str, same: st
     if earlier.decision is None:
         return (
             f"{same}, already evaluated in run {earlier.run_id}: a candidate is its bytes, its "
-            f"rollouts are {earlier.tag!r}'s; use --capevolve-tag {earlier.tag} (or "
+            f"rollouts are {earlier.tag!r}'s; use --capevolve-tag {earlier.tag} (or, without a gate, "
             "--capevolve-rerun for a fresh measurement)"
         )
     if earlier.shared is not None:
@@ -359,6 +374,8 @@ def same_text_as(
         return None
     mine = text_hash(path)
     for run, other, digest, earlier in wanted:
+        if earlier and earlier.text_hash == mine and not earlier.fresh:  # its run folder moved out too
+            return earlier
         try:
             snapshot = run.snapshots.snapshot_dir(other)
             if (earlier and earlier.fresh) or content_hash(snapshot) != digest or text_hash(snapshot) != mine:
@@ -394,6 +411,9 @@ def remember_booked(rundir: RunDir, tag: str, decision: str) -> None:
         return
     level = decided_level(rundir.verdicts.verdict(tag))
     val_ids = list((rundir.splits() or {}).get("val", []))
+    text = None
+    with contextlib.suppress(OSError, CandidateError):  # its near repeats are held once its folder goes
+        text = text_hash(rundir.snapshots.snapshot_dir(tag))
     row = {
         "run_id": rundir.run_id,
         "tag": tag,
@@ -403,6 +423,7 @@ def remember_booked(rundir: RunDir, tag: str, decision: str) -> None:
         "level": level.text if level else None,
         "harness": dict(locked_harness(rundir) or {}),
         **Tasks.of(val_ids, task_keys.recorded(rundir)).row("val"),
+        **({"text_hash": text} if text else {}),
     }
     project_memory.remember(project_dir, KIND, row)
     shared_ledger.record(shared_ledger.of_run(rundir), project_dir, KIND, row)

@@ -8,7 +8,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from ..._project.candidate import check_tag
+from ..._project.candidate import CandidateError, check_tag
 from ..._project.candidate import null_control_of as verdict_is_null_control
 from ..files import RunDirError, atomic_write_json, read_run_json
 from ..log.event_kinds import CANDIDATE_REGISTERED, VERDICT
@@ -58,9 +58,12 @@ class Verdicts:
             return None
         path = self.verdict_path(tag)
         logged = [e for e in self.log.of_kinds(VERDICT) if e.get("tag") == tag]
-        fix = f"re-derive it with `capevolve gate {tag}` (pays nothing) or gate the candidate again"
         if not logged:
-            raise RunDirError(f"{path}: no gate logged a verdict for {tag!r}; {fix}")
+            raise RunDirError(f"{path}: no gate logged a verdict for {tag!r}: not the run's; delete it")
+        fix = (
+            "restore it from a backup (the log holds its sha256); `capevolve gate "
+            f"{tag}` shows its numbers re-derived meanwhile, as a what-if"
+        )
         event = logged[-1]
         if "sha256" in event:
             intact = hashlib.sha256(path.read_bytes()).hexdigest() == event["sha256"]
@@ -71,6 +74,17 @@ class Verdicts:
                 f"{path}: not the verdict the gate wrote (event seq {event.get('seq')} in the log "
                 f"records {event.get('decision')!r}); the file was edited. {fix}"
             )
+        return found
+
+    def checked_all(self) -> dict[str, dict[str, Any]]:
+        """Every verdict file, each held to its logged event as :meth:`checked` holds one: what a
+        view shows of the verdicts (numbers, reasons, confinement labels) is what the gate wrote."""
+        found = {}
+        for path in sorted(self.folder.glob("*.json")):
+            try:
+                found[path.stem] = self.checked(check_tag(path.stem)) or {}
+            except CandidateError:
+                raise RunDirError(f"{path}: no tag's verdict (no gate writes that name); delete it") from None
         return found
 
     def verdict(self, tag: str) -> dict[str, Any] | None:

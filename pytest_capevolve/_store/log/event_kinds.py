@@ -49,7 +49,12 @@ def check(kind: str, fields: dict[str, Any]) -> None:
         )
 
 
-RunCreated = TypedDict("RunCreated", {"spec": str, "run_id": str})
+class RunCreated(TypedDict):
+    spec: str
+    run_id: str
+    frozen: NotRequired[dict[str, Any]]  # the spec's frozen keys as locked: spec.lock.yaml is held to it
+
+
 SpecChanged = TypedDict("SpecChanged", {"changed": list[str]})
 SplitsFrozen = TypedDict("SplitsFrozen", {"sizes": dict[str, int], "ids_sha256": str})
 HarnessLocked = TypedDict("HarnessLocked", {"files": dict[str, str]})

@@ -7,15 +7,20 @@ event, a file no event records, a file gone unlogged, or a rollout paid twice is
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from ..._project.spec import Spec
 from ..._project.splits import TEST_SPLIT
 from ..decisions.state_tally import BestRule
 from ..files import read_plain_bytes
 from ..log.event_chain import verified_events
-from ..log.event_kinds import ROLLOUT
+from ..log.event_kinds import ROLLOUT, RUN_CREATED, VERDICT
 from ..log.log_views import check_views
 from ..log.paid_by import Key, moved_files, paid_twice, rollout_file
 from ..rollouts.index_sync import RolloutScan, Scanned, data_of, error_of, log_vanished, scan_rollouts
@@ -46,11 +51,50 @@ def audit(
     for event in others[start:]:
         rule.see(event)
     problems += [f"{rundir.events_path.name}: {line}" for line in rule.unjustified]
+    problems += _verdict_files(rundir, others[start:]) + _spec_lock(rundir, others[start:])
     if repair:  # it may have logged files gone by hand: the views see the log as it is now
         events = rundir.log.events()
     with rundir.rollouts.index_view.reading(scan.files):
         problems += check_views(rundir.log_views, events, rundir.lock, rundir.notices, repair=repair)
     return problems + _unfinished_writes(rundir, scan, repair=repair)
+
+
+def _verdict_files(rundir: RunDir, others: list[dict[str, Any]]) -> list[str]:
+    """Each verdict file whose bytes are not what its tag's last ``verdict`` event logged (edited),
+    or that no event logged (planted): named, never repaired (only its gate could write it again)."""
+    logged = {str(e.get("tag")): e for e in others if e.get("kind") == VERDICT}
+    problems = []
+    for path in sorted(rundir.verdicts.folder.glob("*.json")):
+        event = logged.get(path.stem)
+        if event is None:
+            problems.append(f"{path.name}: a verdict no gate logged (planted); delete it")
+        elif "sha256" in event and hashlib.sha256(path.read_bytes()).hexdigest() != event["sha256"]:
+            problems.append(
+                f"verdicts/{path.name}: not the verdict logged at event seq {event.get('seq')} (edited); "
+                "restore it from a backup"
+            )
+    return problems
+
+
+def _spec_lock(rundir: RunDir, others: list[dict[str, Any]]) -> list[str]:
+    """The frozen keys of ``spec.lock.yaml`` that are not what ``run_created`` logged (edited)."""
+    created = next((e for e in others if e.get("kind") == RUN_CREATED), None)
+    frozen = (created or {}).get("frozen")
+    if not isinstance(frozen, dict) or not rundir.spec_lock_path.is_file():
+        return []
+    try:
+        locked = yaml.safe_load(rundir.spec_lock_path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        locked = None
+    if not isinstance(locked, dict):
+        return [f"{rundir.spec_lock_path.name}: damaged, not the YAML mapping the run froze"]
+    canonical = partial(json.dumps, sort_keys=True, ensure_ascii=False)
+    edited = [k for k in frozen if canonical(Spec.locked_value(locked, k)) != canonical(frozen[k])]
+    return (
+        [f"{rundir.spec_lock_path.name}: {', '.join(edited)} not what the run froze (edited); restore it"]
+        if edited
+        else []
+    )
 
 
 def _unfinished_writes(rundir: RunDir, scan: RolloutScan, *, repair: bool) -> list[str]:
