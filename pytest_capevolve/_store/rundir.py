@@ -153,9 +153,16 @@ class RunDir:
             locked = yaml.safe_load((root / "spec.lock.yaml").read_text(encoding="utf-8"))
         except (OSError, yaml.YAMLError, UnicodeDecodeError):
             locked = None
-        if isinstance(locked, dict):
+        rundir = cls(root)
+        if isinstance(locked, dict) and not rundir._frozen_logged():
             _refuse_pre_release(root / "spec.lock.yaml", locked)
-        return cls(root)
+        return rundir
+
+    def _frozen_logged(self) -> bool:
+        """Whether ``run_created`` logged the frozen keys (today's format): such a run's lock is held to
+        them where it is checked, and a key missing from it is an edit, said so there."""
+        created = self.log.of_kinds(RUN_CREATED)
+        return bool(created) and isinstance(created[0].get("frozen"), dict)
 
     @property
     def project_dir(self) -> Path | None:
