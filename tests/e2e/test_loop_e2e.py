@@ -93,7 +93,7 @@ def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolv
             "--decision",
             "reject",
             "--reject-basis",
-            "gate",
+            "repeat",  # its verdict scored nothing: the gate refuted nothing (basis gate is refused)
             "--note",
             "a byte-identical copy changes nothing",
         )[0]
@@ -237,11 +237,23 @@ def test_accepting_a_verdict_that_scored_nothing_names_the_booking_not_another_g
     assert repeat.ret == 10 and "byte-identical to 'noop'" in repeat.stdout.str()
     code, _, err = run_cli(capsys, "commit", "again", "--project", str(project), "--decision", "accept")
     assert code == 2 and "its verdict scored no val task (reject: " in err, err
-    assert "capevolve commit again --decision reject --reject-basis gate" in err and "Gate it" not in err
-    code, booked, err = run_cli(
+    assert "capevolve commit again --decision reject --reject-basis repeat" in err and "Gate it" not in err
+    code, _, err = run_cli(  # the gate refuted nothing here: that basis is refused, naming its own
         capsys, "commit", "again", "--project", str(project), "--decision", "reject", "--reject-basis", "gate"
     )
-    assert code == 0 and booked["decision"] == "reject", err
+    assert code == 2 and "--reject-basis repeat`" in err, err
+    code, booked, err = run_cli(
+        capsys,
+        "commit",
+        "again",
+        "--project",
+        str(project),
+        "--decision",
+        "reject",
+        "--reject-basis",
+        "repeat",
+    )
+    assert code == 0 and booked["decision"] == "reject" and booked["basis"] == "repeat", err
 
 
 def test_two_improving_siblings_the_second_is_regated_against_the_first(example, projects, capevolve):
