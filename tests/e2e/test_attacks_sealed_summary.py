@@ -175,3 +175,45 @@ def test_an_index_row_or_an_event_edited_after_the_summary_moves_no_number(
     assert main(["verify", str(rundir)]) == 1  # each named by verify, as before
     out = capsys.readouterr().out
     assert ("TAMPERED" if what == "event" else "MISMATCH") in out, out
+
+
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "unconfined, a sealed summary of forged rows written through the package's own API "
+        "(`SealedSummary.write` under the run's lock: a correctly chained line, no line rewritten), or "
+        "the summary edited with its chained line and the next line re-linked"
+    ),
+    outcome=(
+        "not held by a session unconfined, as the index's rows and their checkpoint forged together are "
+        "not (a gate with nothing owed reads them); `capevolve verify` holds the summary's rows to the "
+        "outcome of every rollout line (no checkpoint trusted) and names it, `--repair` removes it and "
+        "the next session reads the index and its files. Confined, the run dir is out of reach"
+    ),
+)
+def test_a_forged_summary_written_through_the_api_is_named_by_verify_and_removed_by_repair(
+    example, projects, capevolve, capsys
+) -> None:
+    project = example("toy_calc")
+    rundir, honest = _summarized(project, projects, capevolve)
+    run = RunDir(rundir)
+    served = run.rollouts.summary.rows()
+    assert served is not None
+    version, rows = served
+    forged = [(*r[:4], 1.0 - float(r[4] or 0.0), *r[5:]) if r[0] == "val" else r for r in rows]
+    with run.lock():
+        run.rollouts.summary.write(forged, version, run.rollouts.summary.stamps())
+    assert RunDir(rundir).rollouts.summary.rows() is not None  # it would serve: the session trusts it
+
+    capsys.readouterr()
+    assert main(["verify", str(rundir)]) == 1
+    said = capsys.readouterr()
+    assert f"{SUMMARY_NAME}: 12 row(s) differ from the log's rollout events" in said.out + said.err
+    assert "verify --repair" in said.out + said.err
+
+    assert main(["verify", str(rundir), "--repair"]) == 0
+    capsys.readouterr()
+    assert not (rundir / SUMMARY_NAME).exists()
+    assert RunDir(rundir).rollouts.summary.rows() is None
+    resumed = capevolve(project)
+    assert resumed.ret == 0 and _table(resumed) == honest  # the real outcomes, from the index

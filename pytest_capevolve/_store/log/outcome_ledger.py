@@ -114,6 +114,14 @@ class OutcomeLedger:
         assert self._truth is not None
         return self._truth
 
+    def replayed(self) -> dict[Key, Outcome]:
+        """The outcomes from every line of the log, no checkpoint trusted: what ``capevolve verify``
+        holds the sealed summary's rows to (a summary and its chained line can be forged together)."""
+        apply = _Changes({}, self.file_of)
+        if self.log.events_after(0, 0, apply) is None:
+            raise RunDirError(f"{self.log.events_path}: a line is not an event; run `capevolve verify`")
+        return apply.truth
+
     def mirrors(self, truth: dict[Key, Outcome], index_rows: list[tuple[Any, ...]]) -> bool:
         """Whether ``truth`` (as :meth:`current` returned it) is ``index_rows`` (that very list, as
         the index returned it) and nothing else: each row's outcome is then its key's in the truth,

@@ -22,6 +22,7 @@ from ..files import read_plain_bytes
 from ..log.event_chain import verified_events
 from ..log.event_kinds import ROLLOUT, RUN_CREATED, VERDICT
 from ..log.log_views import check_views
+from ..log.outcome_ledger import outcome
 from ..log.paid_by import Key, moved_files, paid_twice, rollout_file
 from ..rollouts.index_sync import RolloutScan, Scanned, data_of, error_of, log_vanished, scan_rollouts
 from ..rollouts.record import RecordError, RolloutRecord
@@ -52,11 +53,38 @@ def audit(
         rule.see(event)
     problems += [f"{rundir.events_path.name}: {line}" for line in rule.unjustified]
     problems += _verdict_files(rundir, others[start:]) + _spec_lock(rundir, others[start:])
+    problems += _sealed_summary(rundir, repair=repair)
     if repair:  # it may have logged files gone by hand: the views see the log as it is now
         events = rundir.log.events()
     with rundir.rollouts.index_view.reading(scan.files):
         problems += check_views(rundir.log_views, events, rundir.lock, rundir.notices, repair=repair)
     return problems + _unfinished_writes(rundir, scan, repair=repair)
+
+
+def _sealed_summary(rundir: RunDir, *, repair: bool) -> list[str]:
+    """The sealed summary's rows, while it serves, against the outcomes of every rollout line (it is
+    what a resume and a gate with nothing owed read: forged with its chained line, or written again
+    through the package's API, it would decide). ``repair`` removes it: the next session reads the
+    index and its files, and seals a new one."""
+    summary = rundir.rollouts.summary
+    served = summary.rows()
+    if served is None:
+        return []
+    truth = rundir.rollouts.ledger.replayed()
+    said = {(r[0], r[1], r[2], int(r[3])): outcome(r[4], r[6], r[7]) for r in served[1]}
+    differ = sorted(key for key in said.keys() | truth.keys() if said.get(key) != truth.get(key))
+    if not differ:
+        return []
+    if repair:
+        summary.path.unlink(missing_ok=True)
+        rundir.notices.append(f"{summary.path.name}: removed ({len(differ)} row(s) differed from the log)")
+        return []
+    split, tag, task_id, trial = differ[0]
+    return [
+        f"{summary.path.name}: {len(differ)} row(s) differ from the log's rollout events (first: {split} "
+        f"{task_id} {tag} t{trial}); a resume or gate with nothing owed would read them. `capevolve "
+        "verify --repair` removes it (the next session reads the index and the files, and seals another)"
+    ]
 
 
 def _verdict_files(rundir: RunDir, others: list[dict[str, Any]]) -> list[str]:
