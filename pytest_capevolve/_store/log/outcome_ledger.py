@@ -114,12 +114,13 @@ class OutcomeLedger:
         assert self._truth is not None
         return self._truth
 
-    def replayed(self) -> dict[Key, Outcome]:
-        """The outcomes from every line of the log, no checkpoint trusted: what ``capevolve verify``
-        holds the sealed summary's rows to (a summary and its chained line can be forged together)."""
+    def replayed(self, events: Iterable[dict[str, Any]]) -> dict[Key, Outcome]:
+        """The outcomes ``events`` (the whole log, as a reader parsed it) make, no checkpoint trusted:
+        what ``capevolve verify`` holds the sealed summary's rows to (a summary and its chained line
+        can be forged together)."""
         apply = _Changes({}, self.file_of)
-        if self.log.events_after(0, 0, apply) is None:
-            raise RunDirError(f"{self.log.events_path}: a line is not an event; run `capevolve verify`")
+        for event in events:
+            apply(event)
         return apply.truth
 
     def mirrors(self, truth: dict[Key, Outcome], index_rows: list[tuple[Any, ...]]) -> bool:

@@ -53,7 +53,7 @@ def audit(
         rule.see(event)
     problems += [f"{rundir.events_path.name}: {line}" for line in rule.unjustified]
     problems += _verdict_files(rundir, others[start:]) + _spec_lock(rundir, others[start:])
-    problems += _sealed_summary(rundir, repair=repair)
+    problems += _sealed_summary(rundir, events, repair=repair)
     if repair:  # it may have logged files gone by hand: the views see the log as it is now
         events = rundir.log.events()
     with rundir.rollouts.index_view.reading(scan.files):
@@ -61,7 +61,7 @@ def audit(
     return problems + _unfinished_writes(rundir, scan, repair=repair)
 
 
-def _sealed_summary(rundir: RunDir, *, repair: bool) -> list[str]:
+def _sealed_summary(rundir: RunDir, events: list[dict[str, Any]], *, repair: bool) -> list[str]:
     """The sealed summary's rows, while it serves, against the outcomes of every rollout line (it is
     what a resume and a gate with nothing owed read: forged with its chained line, or written again
     through the package's API, it would decide). ``repair`` removes it: the next session reads the
@@ -70,7 +70,7 @@ def _sealed_summary(rundir: RunDir, *, repair: bool) -> list[str]:
     served = summary.rows()
     if served is None:
         return []
-    truth = rundir.rollouts.ledger.replayed()
+    truth = rundir.rollouts.ledger.replayed(events)  # the log as verify parsed it: not read again
     said = {(r[0], r[1], r[2], int(r[3])): outcome(r[4], r[6], r[7]) for r in served[1]}
     differ = sorted(key for key in said.keys() | truth.keys() if said.get(key) != truth.get(key))
     if not differ:
