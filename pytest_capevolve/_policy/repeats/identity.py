@@ -103,11 +103,11 @@ def registered_hashes(rundir: RunDir) -> dict[str, str]:
 def first_draws(rundir: RunDir, tag: str, digest: str) -> str | None:
     """The tag registered before ``tag`` (or before it is) with ``digest`` whose val rollouts were paid
     or gated: where those bytes' first draws are, which a gate of ``tag`` would draw afresh."""
+    gated = {e.get("tag") for e in rundir.log.of_kinds(VERDICT)}
     for other, theirs in registered_hashes(rundir).items():
         if other == tag:
             return None
-        gated = any(e.get("tag") == other for e in rundir.log.of_kinds(VERDICT))
-        if theirs == digest and (gated or rundir.rollouts.indexed_rollouts("val", [other])):
+        if theirs == digest and (other in gated or rundir.rollouts.indexed_rollouts("val", [other])):
             return other
     return None
 
