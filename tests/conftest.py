@@ -444,13 +444,9 @@ def toy_calc_baseline(built: Built, example: Example, capevolve: Capevolve) -> P
     """examples/toy_calc after its first session (the seed's val rollouts, the splits frozen):
     built once per process (:class:`Built`), a copy for each test."""
 
-    def make() -> tuple[Path, None]:
-        project = example("toy_calc")
-        result = capevolve(project)
-        assert result.ret == 0, result.stdout.str()
-        return project, None
-
-    return built("toy-calc-baseline", "toy_calc", make)[0]
+    return _after_first_session(
+        built, "toy-calc-baseline", "toy_calc", capevolve, lambda: example("toy_calc")
+    )
 
 
 @pytest.fixture
@@ -459,13 +455,23 @@ def fix_list_baseline(built: Built, example: Example, projects: Projects, capevo
     first session (the seed's val rollouts, the splits frozen): built once per process
     (:class:`Built`), a copy for each test."""
 
-    def make() -> tuple[Path, None]:
-        project = make_fix_list(example, projects)
-        result = capevolve(project)
-        assert result.ret == 0, result.stdout.str()
-        return project, None
+    return _after_first_session(
+        built, "fix-list-baseline", "fixes", capevolve, lambda: make_fix_list(example, projects)
+    )
 
-    return built("fix-list-baseline", "fixes", make)[0]
+
+def _after_first_session(
+    built: Built, key: str, dest: str, capevolve: Capevolve, project: Callable[[], Path]
+) -> Path:
+    """``project()`` after its first session, built once per process under ``key``: a copy each."""
+
+    def make() -> tuple[Path, None]:
+        made = project()
+        result = capevolve(made)
+        assert result.ret == 0, result.stdout.str()
+        return made, None
+
+    return built(key, dest, make)[0]
 
 
 @pytest.fixture
