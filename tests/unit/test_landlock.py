@@ -51,20 +51,27 @@ def test_readable_around_with_nothing_hidden_grants_the_root(tmp_path):
     assert readable_around([], root=tmp_path) == [str(tmp_path)]
 
 
-_PROBE = r"""
-import json, os, sys
-from pathlib import Path
-from pytest_capevolve._confine.landlock import Boundary, confine
-boundary = Boundary.from_json(json.loads(sys.argv[1]))
-state = confine(boundary)
-seen = {"label": state.label, "confined": state.confined}
+# each script's try-an-action helper: an action's outcome is "ok" or the errno's text
+_ATTEMPT = """
 def attempt(name, action):
     try:
         action()
         seen[name] = "ok"
     except OSError as exc:
         seen[name] = exc.strerror
-attempt("read_project", lambda: open(sys.argv[2] + "/adapter.py").read())
+"""
+
+_PROBE = (
+    r"""
+import json, os, sys
+from pathlib import Path
+from pytest_capevolve._confine.landlock import Boundary, confine
+boundary = Boundary.from_json(json.loads(sys.argv[1]))
+state = confine(boundary)
+seen = {"label": state.label, "confined": state.confined}
+"""
+    + _ATTEMPT
+    + r"""attempt("read_project", lambda: open(sys.argv[2] + "/adapter.py").read())
 attempt("read_hidden", lambda: open(sys.argv[2] + "/.capevolve/runs/gold.json").read())
 attempt("write_scratch", lambda: open(sys.argv[3] + "/out", "w").write("x"))
 attempt("write_project", lambda: open(sys.argv[2] + "/planted.py", "w").write("x"))
@@ -72,6 +79,7 @@ attempt("signal_parent", lambda: os.kill(os.getppid(), 0))
 attempt("read_python", lambda: open(os.__file__).read())
 print(json.dumps(seen))
 """
+)
 
 
 def _probe(tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, object]:
@@ -144,7 +152,8 @@ def test_a_boundary_that_would_grant_a_hidden_folder_is_refused_before_anything_
 # a process candidate code forked, which left its sandbox child's process group and session
 # (``setsid`` after a fork: beyond the group kill that ends a child) and acts during a later
 # rollout, another sandbox child's (the best's, a null control's)
-_ESCAPEE = """
+_ESCAPEE = (
+    """
 import json, os, signal, sys
 from pytest_capevolve._confine.landlock import Boundary, confine
 state = confine(Boundary.from_json(json.loads(sys.argv[1])))
@@ -152,17 +161,14 @@ if os.fork():
     os._exit(0)  # the child candidate code started ends: what it forked lives on
 os.setsid()  # out of the sandbox child's process group and session
 seen = {"confined": state.confined, "own_group": os.getpgrp() == os.getpid()}
-def attempt(name, action):
-    try:
-        action()
-        seen[name] = "ok"
-    except OSError as exc:
-        seen[name] = exc.strerror
-attempt("write_sibling_scratch", lambda: open(sys.argv[3] + "/answer.json", "w").write("{}"))
+"""
+    + _ATTEMPT
+    + """attempt("write_sibling_scratch", lambda: open(sys.argv[3] + "/answer.json", "w").write("{}"))
 attempt("signal_evaluator", lambda: os.kill(int(sys.argv[4]), 0))
 attempt("signal_sibling", lambda: os.kill(int(sys.argv[2]), signal.SIGKILL))
 print(json.dumps(seen), flush=True)
 """
+)
 
 # a sandbox child running a rollout: confined by a boundary of its own, waiting on its pipe
 _SIBLING = """
