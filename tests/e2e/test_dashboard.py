@@ -80,8 +80,9 @@ def test_dashboard_of_a_gate_session_in_headless_chromium(example, projects, cap
         )
     )
     # improved is accepted, copy re-gated against it and rejected, regressed refused by a
-    # microcase before any rollout: real verdicts, two nulls, three decisions
-    result = capevolve(project, "improved", "copy", "regressed", gate=True, extra=["-n", "2"])
+    # microcase before any rollout: real verdicts, two nulls, three decisions; in process (the
+    # controller draws the page, under xdist too: tests/e2e/test_views.py)
+    result = capevolve(project, "improved", "copy", "regressed", gate=True)
     assert result.ret == 10, result.stdout.str()
     rundir = projects.run_dir(project)
     written = (rundir / "dashboard.html").read_text()

@@ -10,8 +10,11 @@ import pytest
 
 
 def test_a_moved_project_resumes_gates_and_finalizes_its_run(
-    pytester: pytest.Pytester, improved_gated, projects, capevolve, xdist_args: list[str]
+    pytester: pytest.Pytester, improved_gated, projects, capevolve
 ) -> None:
+    """In process: what a move changes is the project's folder, which the controller resolves
+    (workers get it on their command line and never read the run dir; sessions over xdist and
+    over remote-style workers on a copy: tests/e2e/test_run_e2e.py)."""
     # noisy_agent at two trials, improved gated where it was built (a copy of one build per
     # process, itself made in another folder), moved to a laptop folder, then to CI's checkout
     built, first = improved_gated
@@ -29,18 +32,18 @@ def test_a_moved_project_resumes_gates_and_finalizes_its_run(
     assert rundir.name == run_id
     assert json.loads((rundir / "state.json").read_text())["best_id"] == "improved"
 
-    resumed = capevolve(moved, extra=xdist_args)  # the best, 'improved', again: all persisted
+    resumed = capevolve(moved)  # the best, 'improved', again: all persisted
     assert resumed.ret == 0, resumed.stdout.str() + resumed.stderr.str()
     resumed.stdout.fnmatch_lines(["rollouts: 0 paid, 80 reused*"])
 
     # no null controls: new copies of the best would pay 160 rollouts for nothing a move changes
-    gated = capevolve(moved, "mixed", gate=True, extra=["--capevolve-null", "0", *xdist_args])
+    gated = capevolve(moved, "mixed", gate=True, extra=["--capevolve-null", "0"])
     assert gated.ret in (0, 10), gated.stdout.str() + gated.stderr.str()
     gated.stdout.fnmatch_lines(["*capevolve verdicts vs improved (val)*", "mixed *40*"])
     gated.stdout.fnmatch_lines(["rollouts: 80 paid, 80 reused*"])  # mixed, against the best's
     assert (rundir / "verdicts" / "mixed.json").is_file()
 
-    final = capevolve(moved, finalize=True, extra=xdist_args)
+    final = capevolve(moved, finalize=True)
     assert final.ret == 0, final.stdout.str() + final.stderr.str()
     seal = json.loads((rundir / "seal.json").read_text())
     assert seal["tasks"] == len(json.loads((rundir / "splits.json").read_text())["test"])

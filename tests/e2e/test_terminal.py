@@ -163,11 +163,13 @@ def _line_after(result: pytest.RunResult, marker: str) -> str:
 
 
 def test_explain_puts_each_verdict_in_plain_words(example, projects, capevolve) -> None:
+    """In process: the words are the controller's terminal summary, the same over xdist (the
+    terminal's ``-n 2`` case is the evaluation guide's first command, above)."""
     project = example("noisy_agent")
     projects.edit_spec(
         project, "num_trials: 5", "num_trials: 2"
     )  # the same words at any n (Δ̄ ≈ 0.13 detectable at 2)
-    result = capevolve(project, "copy", gate=True, extra=["--capevolve-explain", "-n", "2"])
+    result = capevolve(project, "copy", gate=True, extra=["--capevolve-explain"])
     assert result.ret == 10, result.stdout.str()
     verdict = json.loads((projects.run_dir(project) / "verdicts" / "copy.json").read_text())
     result.stdout.fnmatch_lines(
