@@ -44,7 +44,8 @@ def work_copy(capsys, project: Path, tag: str, append: str = "") -> Path:
 
 
 def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolve, capsys):
-    """The baseline and the gate over two xdist workers (the gate without: the other tests here)."""
+    """The baseline over two xdist workers (``--workers 2``: the loop's -n 2 case); the gate in
+    process (the gate's -n 2 case is tests/e2e/test_gate_e2e.py's)."""
     project = example("noisy_agent")
     # three trials a task (not five): the gate accepts the fare rule at n = 3 (not at 2), for 60 % of the rollouts
     projects.edit_spec(project, "num_trials: 5", "num_trials: 3")
@@ -70,9 +71,7 @@ def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolv
     # the work copy's tag is taken: a second one would interleave two evaluations
     assert run_cli(capsys, "work", "new", "better", "--project", str(project))[0] == 2
 
-    gated = capevolve(
-        project, nullcopy, better, worse, gate=True, extra=["--capevolve-commit", "none", "-n", "2"]
-    )
+    gated = capevolve(project, nullcopy, better, worse, gate=True, extra=["--capevolve-commit", "none"])
     assert gated.ret == 10, gated.stdout.str()
     gated.stdout.fnmatch_lines(
         ["*noise floor from null controls: seed-null1*spread*", "*verdicts written as evidence*"]

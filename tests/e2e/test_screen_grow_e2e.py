@@ -37,13 +37,15 @@ def test_a_regression_is_killed_at_tier_one_and_an_improvement_promoted_then_acc
     # the subset is seeded by the run id (a new one each run): a named run makes it this test's
     # own (tier 1 kills `regressed` in about 80 % of run ids, tier 2 in all)
     (project / ".capevolve" / "runs" / "screens").mkdir(parents=True)
-    xdist_args = [*xdist_args, "--capevolve-run-id", "screens"]
-    # the best's val rollouts, in process in both modes: a plain run, not what is screened
-    assert capevolve(project, extra=["--capevolve-run-id", "screens"]).ret == 0
+    named = ["--capevolve-run-id", "screens"]
+    # the best's val rollouts, in process in both modes: a plain run, not what is screened; the
+    # kill is the screen's -n 2 case, the promotion and the gate after it run in process (the
+    # gate's -n 2 case is tests/e2e/test_gate_e2e.py's)
+    assert capevolve(project, extra=named).ret == 0
     run = projects.run_dir(project)
     assert rollout_files(run, "seed") == VAL_TASKS * TRIALS
 
-    killed = capevolve(project, "regressed", extra=["--capevolve-screen", "1", *xdist_args])
+    killed = capevolve(project, "regressed", extra=["--capevolve-screen", "1", *xdist_args, *named])
     assert killed.ret == 10, killed.stdout.str()
     killed.stdout.fnmatch_lines(["*screen regressed (tier1, 10 tasks): KILL*proven harm*"])
     screen = json.loads((run / "screens" / "regressed__tier1.json").read_text())
@@ -66,7 +68,7 @@ def test_a_regression_is_killed_at_tier_one_and_an_improvement_promoted_then_acc
     assert code == 11 and verdict["decision"] == "indecisive" and verdict["basis"] == "coverage"
     assert verdict["coverage"]["candidate"] == pytest.approx(10 / VAL_TASKS)
 
-    promoted = capevolve(project, "improved", extra=["--capevolve-screen", "1", *xdist_args])
+    promoted = capevolve(project, "improved", extra=["--capevolve-screen", "1", *named])
     assert promoted.ret == 0, promoted.stdout.str()
     promoted.stdout.fnmatch_lines(
         ["*screen improved (tier1, 10 tasks): PROMOTE*", "*promoted, not accepted*"]
@@ -81,7 +83,7 @@ def test_a_regression_is_killed_at_tier_one_and_an_improvement_promoted_then_acc
     assert rollout_files(run, "regressed") == fired_regressed  # nothing more paid for the kill
 
     # no null controls: what is asked is that the gate reuses the screen's rollouts and accepts
-    gated = capevolve(project, "improved", gate=True, extra=["--capevolve-null", "0", *xdist_args])
+    gated = capevolve(project, "improved", gate=True, extra=["--capevolve-null", "0", *named])
     assert gated.ret == 0, gated.stdout.str()
     gated.stdout.fnmatch_lines(["improved*ACCEPT*", "improved: booked accept"])
     assert rollout_files(run, "improved") == VAL_TASKS * TRIALS  # the screen's 50 reused, 150 paid
