@@ -34,6 +34,19 @@ def _pricey_project(example, projects):
     return project
 
 
+@pytest.fixture
+def pricey_baseline(built, example, projects, capevolve):
+    """The pricey project after the seed's session (60 rollouts at $0.001, the rate measured):
+    built once per process (``built`` in tests/conftest.py), a copy for each test."""
+
+    def make():
+        project = _pricey_project(example, projects)
+        assert capevolve(project).ret == 0
+        return project, None
+
+    return built("toy-calc-pricey-baseline", "toy_calc", make)[0]
+
+
 @pytest.mark.attack(
     "inputs",
     attack=(
@@ -48,10 +61,9 @@ def _pricey_project(example, projects):
     "workers", [pytest.param([], id="one-process"), pytest.param(["-n", "2"], id="xdist-2")]
 )
 def test_a_ten_times_dearer_candidate_ends_within_one_rollout_per_worker_of_max_usd(
-    example, projects, capevolve, workers
+    pricey_baseline, projects, capevolve, workers
 ) -> None:
-    project = _pricey_project(example, projects)
-    assert capevolve(project).ret == 0  # the seed: 60 rollouts at $0.001, the rate measured
+    project = pricey_baseline  # the seed: 60 rollouts at $0.001, the rate measured
     state = json.loads((projects.run_dir(project) / "state.json").read_text())
     assert state["spent"]["usd"] == pytest.approx(0.06)
     result = capevolve(project, "pricey", extra=[*workers, "--capevolve-concurrency", "8"])
@@ -78,12 +90,11 @@ def test_max_metric_calls_is_never_crossed_under_xdist_and_concurrency(example, 
     ]
 
 
-def test_finalize_under_max_usd_prices_the_test_split_from_val(example, projects, capevolve) -> None:
+def test_finalize_under_max_usd_prices_the_test_split_from_val(pricey_baseline, projects, capevolve) -> None:
     """A spec with ``max_usd`` could not be finalized at all: pricing the test rollouts read the
     test split outside the seal (a TestSealError naming the very command being run). And when
     the cap leaves no room, the refusal says how to go on, not "or finalize"."""
-    project = _pricey_project(example, projects)
-    assert capevolve(project).ret == 0  # the seed's val: $0.06 of the $0.15
+    project = pricey_baseline  # the seed's val: $0.06 of the $0.15
     projects.edit_spec(project, f"max_usd: {CAP}", "max_usd: 0.07")
     refused = capevolve(project, finalize=True)
     assert refused.ret == 4, refused.outlines[-10:]
