@@ -1,7 +1,8 @@
 """The newcomer's whole path on a fresh ``capevolve init`` project, as console commands played in
-order (tests/docs_commands.py): ``init`` → ``check`` → ``baseline`` → gate → ``commit`` →
-``hill-climb`` → a look at ``measure`` (which must not spend the test score) → finalize →
-``measure``; then a new run, where the accepted candidate comes back as ``REPEAT`` and the
+order (tests/docs_commands.py), docs/tutorial/your-project.md's among them — one walkthrough of
+that page: its ``init`` → ``check`` → ``baseline`` → gate → ``commit``, then ``hill-climb`` and
+a look at ``measure`` (which must not spend the test score), then the page's finalize (once; a
+second is refused) → ``measure`` → ``dashboard``; then a new run, where the accepted candidate comes back as ``REPEAT`` and the
 command that line names adopts it; then ``hill-climb --new-run``, as the first loop's note on
 its ``constant`` run says, whose optimizer proposes those bytes again: adopted under the loop's
 ``addis`` (decided at α = 0.05 ≤ this run's α), and the loop goes on from them (issue 38: the
@@ -17,24 +18,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from docs_commands import play
+from docs_commands import commands, play
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "tutorial" / "your-project.md"
+# the page's gate, as the newcomer reads it (the page shows the table; this line is under it)
+GATE_NOTE = (
+    "val reuse (constant): 1 gate decision(s) on val so far, 1 decided but not booked: "
+    "`capevolve commit convert-units . --decision accept` books 'convert-units'; the next gets α = 0.05"
+)
 
 TO_A_LOOK = """
 ```console
-$ capevolve init my-agent
-…
 $ cd my-agent
-$ capevolve check
-…
-ok    1 microcase(s) pass on the seed
-$ capevolve baseline
-…"tag": "seed"…
-$ pytest --capevolve-run . --capevolve-candidate candidates/convert-units --capevolve-gate --capevolve-commit none -q
-…
-convert-units  ACCEPT  …
-val reuse (constant): 1 gate decision(s) on val so far, 1 decided but not booked: `capevolve commit convert-units . --decision accept` books 'convert-units'; the next gets α = 0.05…
-$ capevolve commit convert-units --decision accept --note "convert units before answering"
-…"best": "convert-units", …"decision": "accept", …
 $ capevolve hill-climb --optimizer "python optimizer.py {workdir}" --max-iterations 2 --table
 …
 best 'convert-units'; …
@@ -50,9 +45,6 @@ test   best  convert-units  sealed: not finalized yet
 FINALIZE_AND_REPEAT = """
 ```console
 $ cd my-agent
-$ capevolve measure --finalize
-…
-best − seed on test: +…
 $ pytest --capevolve-run . --capevolve-new-run --capevolve-candidate candidates/convert-units --capevolve-gate --capevolve-commit none -q  # exit 15
 …
 convert-units  REPEAT  …
@@ -92,11 +84,20 @@ NOTE the best 'cand_0001' is adopted: accepted against the same bytes as 'seed' 
 
 
 def test_the_newcomers_path_and_a_repeat_in_a_new_run_have_no_dead_end(tmp_path: Path) -> None:
-    assert len(play(TO_A_LOOK, tmp_path)) == 7
+    page = PAGE.read_text(encoding="utf-8")
+    to_book, to_seal = page.split("\n## 6. ", 1)  # the page to its booking, and from its finalize
+    assert len(commands(page)) >= 5 and commands(to_seal)[0].line == "pytest --capevolve-finalize . -q"
+    booked = play(to_book, tmp_path)  # init, check, baseline, gate, commit, a second commit refused
+    assert len(booked) == 6 and GATE_NOTE in booked[3][1].stdout + booked[3][1].stderr
+    assert len(play(TO_A_LOOK, tmp_path)) == 2
     (first,) = (tmp_path / "my-agent" / ".capevolve" / "runs").iterdir()
     # a look at the table spent nothing: the test split is still sealed and unread
     assert not (first / "seal.json").exists() and not (first / "rollouts" / "test").exists()
-    assert len(play(FINALIZE_AND_REPEAT, tmp_path)) == 6
+    assert len(play(to_seal, tmp_path / "my-agent")) == 4  # finalize, refused again, measure, dashboard
+    # sealed: the dashboard's top shows the held-out gain
+    top = (first / "dashboard.html").read_text(encoding="utf-8").split("</header>")[0]
+    assert '<p class="delta">best − seed on test: +' in top
+    assert len(play(FINALIZE_AND_REPEAT, tmp_path)) == 5
     runs = sorted((tmp_path / "my-agent" / ".capevolve" / "runs").iterdir())
     assert runs[0] == first and len(runs) == 2
     for run in runs:  # each run ends scored once, with the candidate as its best

@@ -1,6 +1,6 @@
 """``capevolve init``: a new project's files, never written over an existing one; a cap-evolve
 project is ``import-cap-evolve``'s (``--from-cap-evolve`` names it). (That the project checks, gates and seals
-offline is played by tests/e2e/test_docs_commands.py from the tutorial.)"""
+offline is played by tests/e2e/test_newcomer_path.py from the tutorial.)"""
 
 from __future__ import annotations
 
