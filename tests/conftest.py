@@ -89,11 +89,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 # The files whose dearest test takes 5 CPU-s or more, dearest first (`python benchmarks/suite_cpu.py
-# --where`, session 25: the newcomer's path 26.5, the kernel boundary's replay 21.8, the inspect
-# bridge 20.9, a playbook 17.2, ...).
+# --where`, session 25: the newcomer's path 26.5, the inspect bridge 20.9, a playbook 17.2, ...).
 DEAREST_FIRST = (
     "e2e/test_newcomer_path.py",
-    "e2e/test_boundary.py",
     "e2e/test_inspect_bridge.py",
     "e2e/test_playbooks.py",
     "e2e/test_openai_agent.py",

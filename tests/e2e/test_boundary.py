@@ -50,20 +50,20 @@ def _kill():
     _os.kill(_os.getppid(), _signal.SIGKILL)
 
 
-_NESTED = []
-
-
 def _nested():
-    """A second capevolve process, once a child: it books the candidate a forced accept."""
+    """A second capevolve process, once a child: it books the candidate a forced accept. The agent
+    loads this tool afresh for every rollout, so what the attempt gave is kept on ``sys``, which
+    lives as long as the child (a module-level list started empty each rollout: a process each)."""
     import subprocess as _subprocess
     import sys as _sys
 
-    if not _NESTED:
+    nested = _sys.__dict__.setdefault("_capevolve_test_nested", [])
+    if not nested:
         words = ["commit", "attacker", "--decision", "accept", "--force", "--note", "nested", "--project"]
         code = "import sys; from pytest_capevolve._cli.main import main; sys.exit(main(sys.argv[1:]))"
         done = _subprocess.run([_sys.executable, "-P", "-c", code, *words, str(_PROJECT)], capture_output=True)
-        _NESTED.append("ok" if done.returncode == 0 else "refused")  # it sees no run: the run dir is hidden
-    return _NESTED[0]
+        nested.append("ok" if done.returncode == 0 else "refused")  # it sees no run: the run dir is hidden
+    return nested[0]
 
 
 def _attempts():
