@@ -12,9 +12,10 @@ import pytest
 def test_a_moved_project_resumes_gates_and_finalizes_its_run(
     pytester: pytest.Pytester, improved_gated, projects, capevolve
 ) -> None:
-    """In process: what a move changes is the project's folder, which the controller resolves
-    (workers get it on their command line and never read the run dir; sessions over xdist and
-    over remote-style workers on a copy: tests/e2e/test_run_e2e.py)."""
+    """In process: what a move changes is the project's folder, which every process of a session
+    takes from its command line, the run dir beside it (xdist workers as the controller does; a
+    session over xdist, and over remote-style workers on a copy of the project in another folder:
+    tests/e2e/test_run_e2e.py)."""
     # noisy_agent at two trials, improved gated where it was built (a copy of one build per
     # process, itself made in another folder), moved to a laptop folder, then to CI's checkout
     built, first = improved_gated
