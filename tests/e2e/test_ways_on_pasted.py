@@ -38,10 +38,9 @@ def test_an_accept_with_no_verdict_names_the_gate_command_that_books_it(
 
 
 def test_a_second_finalize_names_a_new_run_of_this_project_not_of_the_current_folder(
-    example, projects, capevolve, pytester
+    toy_calc_baseline, projects, capevolve, pytester
 ):
-    project = example("toy_calc")  # pytester's folder holds it: '.' is no project
-    assert capevolve(project).ret == 0
+    project = toy_calc_baseline  # pytester's folder holds it: '.' is no project
     assert capevolve(project, finalize=True).ret == 0
     first = projects.run_dir(project)
 
@@ -82,10 +81,9 @@ def test_a_failed_lines_id_pasted_without_the_spec_or_without_capevolve_says_wha
 
 
 def test_measure_of_an_older_run_names_the_finalize_of_that_run_not_of_the_newest(
-    example, projects, capevolve, capsys
+    toy_calc_baseline, projects, capevolve, capsys
 ):
-    project = example("toy_calc")  # pytester's folder holds it: '.' is no project
-    assert capevolve(project).ret == 0
+    project = toy_calc_baseline  # pytester's folder holds it: '.' is no project
     older = projects.run_dir(project)
     assert capevolve(project, extra=["--capevolve-new-run"]).ret == 0
     newest = projects.run_dir(project)
@@ -153,12 +151,11 @@ def test_an_incomplete_loops_way_on_is_its_command_again_with_resume(example, pr
 
 
 def test_checks_fail_on_a_changed_harness_names_the_new_run_command_that_then_passes(
-    example, projects, capevolve, capsys, pytester
+    toy_calc_baseline, projects, capevolve, capsys, pytester
 ):
     """`capevolve check` once the adapter changed since the run began: its FAIL line said "start a new run
     (--capevolve-new-run)", a flag `check` does not take; it names the session that starts one."""
-    project = example("toy_calc")  # pytester's folder holds it: '.' is no project
-    assert capevolve(project).ret == 0
+    project = toy_calc_baseline  # pytester's folder holds it: '.' is no project
     adapter = project / "adapter.py"
     adapter.write_text(adapter.read_text() + "\n# the agent, changed\n")
 
@@ -259,13 +256,12 @@ def test_an_outage_in_both_arms_leaves_the_decision_to_the_session_that_complete
 
 
 def test_runs_says_which_unscored_run_can_no_longer_be_finalized_and_its_pasted_way_on_scores_it(
-    example, projects, capevolve, capsys, pytester
+    toy_calc_baseline, projects, capevolve, capsys, pytester
 ):
     """A run whose test tasks a newer run scored: ``capevolve runs`` said ``sealed``, as for a run whose
     finalize is still to come, and the finalize the tutorial points to from there was refused
     (TestSealError: the project's test seal)."""
-    project = example("toy_calc")  # pytester's folder holds it: '.' is no project
-    assert capevolve(project).ret == 0
+    project = toy_calc_baseline  # pytester's folder holds it: '.' is no project
     older = projects.run_dir(project)
     assert capevolve(project, extra=["--capevolve-new-run"]).ret == 0
     assert (
@@ -288,12 +284,11 @@ def test_runs_says_which_unscored_run_can_no_longer_be_finalized_and_its_pasted_
 
 
 def test_a_commit_of_a_tag_never_gated_names_its_folder_in_the_gate_that_books_it(
-    example, projects, capevolve, capsys, pytester
+    toy_calc_baseline, projects, capevolve, capsys, pytester
 ):
     """A newcomer books a candidate by its folder's name before gating it: the refusal's gate command
     said ``--capevolve-candidate DIR``, which pasted is no folder."""
-    project = example("toy_calc")  # pytester's folder holds it: '.' is no project
-    assert capevolve(project).ret == 0
+    project = toy_calc_baseline  # pytester's folder holds it: '.' is no project
 
     code, _, err = run(capsys, "commit", "careful", str(project), "--decision", "accept")
 
