@@ -67,10 +67,9 @@ _MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:
-    """A name of ``__all__``, imported from its module at its first use (then kept as this module's own)."""
+    """A name of ``__all__``, from its module as ``sys.modules`` holds it now (never kept here: pytester's
+    in-process sessions drop the modules a session imported, and a kept class would be another's)."""
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+    return getattr(importlib.import_module(f".{module}", __name__), name)
