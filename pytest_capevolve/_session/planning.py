@@ -241,7 +241,7 @@ def plan_evaluation(
     best = rundir.state.best()
     best_path = source_of(spec, rundir, best)
     chosen = _chosen(requests, best, best_path, rerun, set(rundir.snapshots.known_tags()))
-    screens.prepare(splits[TEST_SPLIT], splits["val"])  # before anything is registered or paid
+    screens.prepare(splits[TEST_SPLIT], splits["val"], harness_now)  # before anything is registered or paid
     repeats = Repeats(rundir, best, best_path, gate, rerun, harness_now)
     chosen, only_best_left, decided = _kept(rundir, chosen, best, gate, screens, repeats)
     planned = [
