@@ -11,8 +11,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from .alpha_budget import as_fraction
-from .gate import alpha_text
-from .rules import EXACT_P_MODES
+from .rules import EXACT_P_MODES, alpha_text
 from .verdict import ACCEPT, GateConfig, Verdict
 
 MULTIPLE = ("holm", "bh", "none")

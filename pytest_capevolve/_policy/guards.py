@@ -18,7 +18,6 @@ from .._project.way_on import pasteable
 from .._store.memory.seal import Seal
 from .._store.rundir import RunDir
 from ..exitcodes import Refusal
-from .gate.verdicts import gate_config, verdict_file
 
 
 class Checkpoint(StrEnum):
@@ -162,6 +161,8 @@ def refusal_verdict(spec: Spec, guard: Guard, at: Checkpoint, *, reason: str, **
     """A candidate ``guard`` refused before any rollout (tamper → indecisive, failed microcase → reject): a
     verdict without numbers, ending with the way on; ``fields``: its tag, against, decision and the
     ``details`` it rests on."""
+    from .gate.verdicts import gate_config  # here: a session that refuses nothing loads no gate
+
     way_on, config = guard.way_on_at(at), gate_config(spec)
     reason = f"{reason}; {way_on}" if way_on else reason
     return Verdict(
@@ -173,6 +174,8 @@ def record_refusal(
     spec: Spec, rundir: RunDir, guard: Guard, tag: str, against: str, **verdict: Any
 ) -> Verdict:
     """The one writer of a refusal decided outside a session (hill-climb's screens before its gate)."""
+    from .gate.verdicts import verdict_file
+
     written = refusal_verdict(spec, guard, Checkpoint.HILL_CLIMB, tag=tag, against=against, **verdict)
     rundir.verdicts.write_verdict(verdict_file(written, null_control=False))
     return written

@@ -23,14 +23,12 @@ changed, added or removed against the seed, or a symlink leaving the folder, mak
 from __future__ import annotations
 
 import ast
-import configparser
 import functools
 import hashlib
 import importlib.util
 import json
 import os
 import re
-import tomllib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -153,6 +151,9 @@ def pytest_config(project_dir: Path) -> dict[str, str]:
 def _pytest_section(path: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
+    import configparser  # here: only a project under a config file parses one
+    import tomllib
+
     try:
         if path.name == "pyproject.toml":
             tool = tomllib.loads(path.read_text(encoding="utf-8")).get("tool", {})

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import itertools
+import json
 import re
 import unicodedata
 from collections import Counter
@@ -137,6 +139,18 @@ def gold_values(target: Any, depth: int = 0) -> Iterator[str]:
     elif isinstance(target, list | tuple | set | frozenset | dict):
         for item in target.values() if isinstance(target, dict) else target:
             yield from gold_values(item, depth + 1)
+
+
+def screen_key(
+    candidate_hash: str, parent_hash: str, tasks_digest: str, guarded: Mapping[str, str], min_length: int
+) -> str:
+    """What a screen's finding rests on, as one digest: the candidate's bytes and its parent's (the
+    lines it inherits), the task pool (:func:`.harness.tasks_digest`: ids and gold answers), the guarded
+    ids with their splits, the minimum length, and this module's own bytes (how a match is found)."""
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    facts = [candidate_hash, parent_hash, tasks_digest, sorted(guarded.items()), min_length]
+    digest.update(json.dumps(facts, separators=(",", ":")).encode("utf-8"))
+    return digest.hexdigest()
 
 
 def needles(tasks: Iterable[Any], guarded: Mapping[str, str], min_length: int) -> list[Needle]:

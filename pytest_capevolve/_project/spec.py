@@ -175,7 +175,7 @@ def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
 
 def _gate_mode(value: Any) -> str:
     # imported when a spec is validated, not when the plugin loads (numpy, scipy)
-    from .._decide.gate import GATE_MODES
+    from .._decide.rules import GATE_MODES
 
     return _choice(GATE_MODES)(value)
 

@@ -78,8 +78,6 @@ class EvaluationSession:
 
     def conclude(self) -> Outcome:
         """After the run loop: the table, verdicts, refusals' verdict files, decisions booked, exit status."""
-        from .._policy.gate.verdicts import verdict_file
-
         plan = self.planned.plan
         tags = plan.tags() | {SEED_TAG}
         # the table from the index's columns, as planning read them (kept with their check)
@@ -103,6 +101,8 @@ class EvaluationSession:
         if self.gate.enabled:
             self._say_val_budget(outcome)
         for verdict in self.refusals:
+            from .._policy.gate.verdicts import verdict_file  # here: a resume loads no gate
+
             self.hooks.write_verdict(self.rundir, verdict_file(verdict, null_control=False))
         standing = self._standing()
         outcome.verdicts += self.refusals + standing
@@ -115,12 +115,12 @@ class EvaluationSession:
 
     def _standing(self) -> list[Verdict]:
         """The tags asked for that a verdict already decided, re-derived as ``capevolve gate`` does."""
-
-        from .._policy.gate.regate import GateAsk, regate
         from .._policy.repeats.identity import already_decided_reason, recorded_verdict
 
         shown = []
         for tag, recorded in {**self.planned.decided, **self.late}.items():
+            from .._policy.gate.regate import GateAsk, regate  # here: a resume loads no gate
+
             standing = recorded_verdict(recorded)
             if (recorded.get("details") or {}).get("sequential"):  # its own rule: shown as recorded
                 shown.append(replace(standing, reason=already_decided_reason(recorded, standing.reason)))

@@ -34,7 +34,6 @@ from .._items.nodes import (
     run_reserved,
 )
 from .._items.plan import WORKERINPUT_KEY, EvalPlan, RolloutKey
-from .._policy.gate.verdicts import load_event
 from .._project.blocks import first_trial
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
@@ -217,6 +216,8 @@ class Persistence:
         self.others_at_start = live_sessions(self.spec.project_dir / RUNS_DIR, self.rundir.claims.path)
         owed = Counter(k.tag for k in self.plan.owed_keys())
         if owed:  # the load its rollouts are paid at: what a later gate compares its own with
+            from .._policy.gate.verdicts import load_event  # here: a resume with nothing owed loads no gate
+
             self.rundir.log.append_event(SESSION_LOAD, **load_event(self.concurrency, self.workers, owed))
 
     @pytest.hookimpl(wrapper=True)

@@ -13,7 +13,7 @@ from operator import is_
 from .._engine.budget_share import Headroom
 from .._items.plan import EvalPlan, PlannedCandidate
 from .._policy.budget.optimizer_spend import unbooked_usd
-from .._policy.budget.spend import Ceilings, afford
+from .._policy.stop.afford import Ceilings, afford
 from .._policy.stop.stop_condition import parse as parse_stop_condition
 from .._project.spec import Spec
 from .._project.splits import TEST_SPLIT

@@ -14,8 +14,6 @@ from typing import Any
 from .._engine import confinement
 from .._items.plan import EvalPlan, PlannedCandidate
 from .._policy import guards
-from .._policy.gate.regate import booked_decision
-from .._policy.gate.verdicts import identical_note, identical_null
 from .._policy.repeats.identity import (
     FRESH_VAL_LABEL,
     HARNESS_CHANGED_LABEL,
@@ -243,7 +241,7 @@ def plan_evaluation(
     best = rundir.state.best()
     best_path = source_of(spec, rundir, best)
     chosen = _chosen(requests, best, best_path, rerun, set(rundir.snapshots.known_tags()))
-    screens.prepare(splits[TEST_SPLIT], splits["val"])  # before anything is registered or paid
+    screens.prepare(splits[TEST_SPLIT], splits["val"], harness_now)  # before anything is registered or paid
     repeats = Repeats(rundir, best, best_path, gate, rerun, harness_now)
     chosen, only_best_left, decided = _kept(rundir, chosen, best, gate, screens, repeats)
     planned = [
@@ -308,6 +306,8 @@ def refuse_sealed_in_dev(
 
 def _refuse_an_accept_left_unbooked(rundir: RunDir, best: str) -> None:
     """A finalize seals the best; an accept of the best left unbooked could never be booked after it."""
+    from .._policy.gate.regate import booked_decision  # here: a finalize's check; an evaluation loads no gate
+
     pending = [
         tag
         for tag, verdict in rundir.verdicts.verdicts().items()
@@ -457,6 +457,8 @@ def _null_controls(
     stands for all (said in ``notes``)."""
     best, best_path = best_at
     null_tags = [f"{best}-null{i}" for i in range(1, nulls + 1)]
+    if null_tags:  # only a gate plans nulls: a plain evaluation loads no gate
+        from .._policy.gate.verdicts import identical_note, identical_null
     identical = identical_null(rundir, best, n_tasks, nulls) if null_tags else None
     if identical is not None and len(null_tags) > 1:
         null_tags = [identical]

@@ -5,7 +5,7 @@ failure: reject). A refusal is a verdict without numbers, written with the sessi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +14,8 @@ from .._engine.checks import ProjectEnv
 from .._engine.checks import run as run_microcase
 from .._policy import guards
 from .._project import leak
-from .._project.candidate import SEED_TAG
-from .._project.harness import expand, protected_digests, tampered
+from .._project.candidate import SEED_TAG, content_hash
+from .._project.harness import TASKS_KEY, expand, protected_digests, tampered
 from .._project.microcase import Microcase, refuse_test_tasks
 from .._project.microcase import load_project as load_microcases
 from .._project.spec import Spec
@@ -37,14 +37,23 @@ class Screens:
         self._guarded: dict[str, str] = {}
         self._matcher: leak.Matcher | None = None
         self._inherited: dict[str, set[str]] = {}
+        self._parent_hashes: dict[str, str] = {}
+        self._tasks_digest: str | None = None  # the pool the harness lock checked: the needles' source
 
     def close(self) -> None:
         self._env.close()
 
-    def prepare(self, test_ids: Sequence[str], val_ids: Sequence[str] = ()) -> None:
+    def prepare(
+        self,
+        test_ids: Sequence[str],
+        val_ids: Sequence[str] = (),
+        harness_now: Mapping[str, str] | None = None,
+    ) -> None:
         """Load the microcases (refusing any on a sealed task) and note the val and test ids and gold
-        answers no candidate may hold."""
+        answers no candidate may hold (and the pool's digest in ``harness_now``, which keys a clean leak
+        screen in the sealed summary)."""
         self._guarded = {**dict.fromkeys(val_ids, "val"), **dict.fromkeys(test_ids, "test")}
+        self._tasks_digest = (harness_now or {}).get(TASKS_KEY)
         if self._use_microcases:
             self._microcases = load_microcases(self.spec.project_dir)
             refuse_test_tasks(self._microcases, test_ids)
@@ -61,14 +70,20 @@ class Screens:
         min_length = self.spec.leak_guard_min_length
         if min_length is None or not self._guarded:
             return False
+        snapshot = self.rundir.snapshots.snapshot_dir(best)
+        parent = snapshot if snapshot.is_dir() else self.spec.capability_path
+        key = self._screen_key(path, best, parent, min_length)
+        summary = self.rundir.rollouts.summary
+        if key is not None and summary.screened_clean(key):
+            return False  # these bytes, screened clean against these needles, by the sealed summary
         if self._matcher is None:
             # the whole pool (the adapter's, loaded once): it tells a label from an answer
             self._matcher = leak.Matcher(leak.needles(self._env.pool(), self._guarded, min_length))
         if best not in self._inherited:
-            snapshot = self.rundir.snapshots.snapshot_dir(best)
-            parent = snapshot if snapshot.is_dir() else self.spec.capability_path
             self._inherited[best] = leak.parent_lines(parent)
         found = leak.find_leaks(path, self._inherited[best], self._matcher)
+        if not found and key is not None:
+            summary.note_clean(key)
         if found:
             shown = first_few([f.describe() for f in found])
             self.refuse(
@@ -85,6 +100,15 @@ class Screens:
                 },
             )
         return bool(found)
+
+    def _screen_key(self, path: Path, best: str, parent: Path, min_length: int) -> str | None:
+        if self._tasks_digest is None:
+            return None
+        if best not in self._parent_hashes:
+            self._parent_hashes[best] = content_hash(parent)
+        return leak.screen_key(
+            content_hash(path), self._parent_hashes[best], self._tasks_digest, self._guarded, min_length
+        )
 
     def _tampered(self, tag: str, path: Path, best: str) -> bool:
         if self._seed_protected is None:

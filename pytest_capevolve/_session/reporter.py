@@ -19,7 +19,7 @@ import pytest
 from .._engine import confinement
 from .._engine.candidate_bytes import STALE_COPY_FIX
 from .._items.nodes import INFRA_PREFIX
-from .._policy.budget.spend import Ceilings
+from .._policy.stop.afford import Ceilings
 from .._policy.stop.stop_condition import parse as parse_stop_condition
 from .._project.spec import Spec
 from .._show.numbers import num

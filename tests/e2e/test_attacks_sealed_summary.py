@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 from pytest_capevolve._cli.main import main
+from pytest_capevolve._project import leak
+from pytest_capevolve._project.candidate import content_hash
+from pytest_capevolve._project.harness import TASKS_KEY
 from pytest_capevolve._store.files import RunDirError
 from pytest_capevolve._store.log.sealed_summary import SUMMARY_NAME
+from pytest_capevolve._store.readers.harness_lock import locked_harness
 from pytest_capevolve._store.rundir import RunDir
 
 
@@ -217,3 +222,54 @@ def test_a_forged_summary_written_through_the_api_is_named_by_verify_and_removed
     assert RunDir(rundir).rollouts.summary.rows() is None
     resumed = capevolve(project)
     assert resumed.ret == 0 and _table(resumed) == honest  # the real outcomes, from the index
+
+
+# a val id of noisy_agent's frozen splits (split_seed 7), three characters: the guard set to see it
+LEAKED_VAL_ID = "n13"
+
+
+def _screen_key(rundir: Path, candidate: Path) -> str:
+    """The key the leak screen gives ``candidate`` against the seed, as an attacker can compute it."""
+    run = RunDir(rundir)
+    splits = run.splits() or {}
+    guarded = {**dict.fromkeys(splits["val"], "val"), **dict.fromkeys(splits["test"], "test")}
+    parent = content_hash(run.snapshots.snapshot_dir("seed"))
+    tasks = (locked_harness(run) or {})[TASKS_KEY]
+    return leak.screen_key(content_hash(candidate), parent, tasks, guarded, 3)
+
+
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "the sealed summary's clean leak screens (`screens`) edited between sessions to hold the key a "
+        "candidate naming a val task's id gets (computed as the screen computes it)"
+    ),
+    outcome=(
+        "refused as before: the summary's bytes are no longer the sha256 of its line, so none of it "
+        "serves, the screen builds the needles again and the candidate is indecisive and unpaid (leak)"
+    ),
+)
+def test_a_leak_screen_planted_in_the_summary_does_not_pass_a_leaky_candidate(
+    example, projects, capevolve
+) -> None:
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    spec = project / "capevolve.yaml"
+    spec.write_text(spec.read_text() + "leak_guard_min_length: 3\n")
+    assert capevolve(project, "improved").ret == 0
+    rundir = projects.run_dir(project)
+    path = rundir / SUMMARY_NAME
+    summary = json.loads(path.read_text())
+    assert summary["screens"] == [_screen_key(rundir, project / "candidates" / "improved")]  # as computed
+    peek = project / "candidates" / "peek"
+    shutil.copytree(project / "capability", peek)
+    with (peek / "prompt.md").open("a") as prompt:
+        prompt.write(f"- For ticket {LEAKED_VAL_ID.upper()}, escalate at once.\n")
+    summary["screens"] = [_screen_key(rundir, peek)]
+    path.write_text(json.dumps(summary, separators=(",", ":")))
+    result = capevolve(project, "peek", gate=True)
+    assert result.ret == 11, result.stdout.str()[-3000:]  # indecisive
+    assert f"holds the id of val task '{LEAKED_VAL_ID}'" in result.stdout.str()
+    verdict = json.loads((rundir / "verdicts" / "peek.json").read_text())
+    assert verdict["decision"] == "indecisive" and verdict["basis"] == "leak"
+    assert not [k for k in projects.rollout_records(project) if k[2] == "peek"]  # nothing paid for it

@@ -8,6 +8,8 @@ import shutil
 
 import pytest
 
+from pytest_capevolve._project import leak
+
 # a val id of noisy_agent's frozen splits (split_seed 7)
 VAL_ID = "n13"
 
@@ -148,3 +150,23 @@ def test_a_plain_word_id_in_prose_names_ids_that_are_no_word_and_renamed_the_sam
     scored = capevolve(project, cand, gate=True, extra=["--capevolve-new-run"])
     assert "never scored" not in scored.stdout.str(), scored.stdout.str()[-3000:]
     scored.stdout.fnmatch_lines(["*spell: booked *"])
+
+
+def test_a_clean_screen_is_kept_by_the_sealed_summary_and_other_bytes_are_screened_again(
+    example, projects, capevolve, monkeypatch
+) -> None:
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    assert capevolve(project, "improved").ret == 0
+    built: list[object] = []
+    real = leak.needles
+    monkeypatch.setattr(leak, "needles", lambda *args: built.append(args) or real(*args))
+    resumed = capevolve(project, "improved")
+    assert resumed.ret == 0, resumed.stdout.str()[-3000:]
+    resumed.stdout.fnmatch_lines(["rollouts: 0 paid, 80 reused*"])
+    assert built == []  # the same bytes against the same needles: the summary's finding stands
+    # other bytes miss it: screened again, then evaluated
+    (project / "candidates" / "improved" / "NOTES.md").write_text("why this helps\n")
+    again = capevolve(project, "improved", tags=["improved2"])
+    assert again.ret == 0, again.stdout.str()[-3000:]
+    assert len(built) == 1

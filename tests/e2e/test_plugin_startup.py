@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 PROBE = """
@@ -29,3 +32,29 @@ def test_a_plain_session_imports_neither_numpy_nor_scipy(pytester: pytest.Pytest
     # nor any floor of ours: the plugin and its hook specs, nothing else (the spec's ini keys
     # are written out in the plugin; the adapter's names are imported on first use)
     assert set(ours) == {"pytest_capevolve.plugin", "pytest_capevolve.hookspec"}
+
+
+# what only a gate, a spend report or a screen reads: a resume with nothing owed imports none of it
+GATE_ONLY = (
+    "pytest_capevolve._decide.gate",
+    "pytest_capevolve._decide.screen",
+    "pytest_capevolve._policy.budget.spend",
+    "pytest_capevolve._policy.gate.regate",
+    "pytest_capevolve._policy.gate.verdicts",
+    "pytest_capevolve._stats.intervals",
+    "pytest_capevolve._stats.sign_flip",
+)
+IN_PROCESS = """
+import sys, pytest
+code = pytest.main(["-q", "-p", "no:cacheprovider", "--capevolve-run", sys.argv[1]])
+print("LOADED=" + ",".join(m for m in sys.argv[2:] if m in sys.modules))
+sys.exit(code)
+"""
+
+
+def test_a_resume_with_nothing_owed_imports_no_gate(
+    pytester: pytest.Pytester, one_trial_baseline: Path
+) -> None:
+    result = pytester.run(sys.executable, "-c", IN_PROCESS, str(one_trial_baseline), *GATE_ONLY)
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    result.stdout.fnmatch_lines(["*0 paid, * reused*", "LOADED="])

@@ -10,7 +10,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_capevolve._project.adapter import Task
-from pytest_capevolve._project.leak import Matcher, find_leaks, gold_values, needles, normalize, parent_lines
+from pytest_capevolve._project.leak import (
+    Matcher,
+    find_leaks,
+    gold_values,
+    needles,
+    normalize,
+    parent_lines,
+    screen_key,
+)
 from pytest_capevolve._project.spec import SpecError, load_spec
 
 POOL = [
@@ -232,3 +240,18 @@ def test_a_file_name_holding_an_id_is_a_leak_and_an_inherited_name_is_not(tmp_pa
     assert [leak.describe() for leak in found] == [
         "the name of notes/Q-0002-answer.md holds the id of val task 'q-0002'"
     ]
+
+
+def test_a_screen_key_changes_with_each_fact_a_finding_rests_on() -> None:
+    facts = ("sha256:cand", "sha256:best", "pool", {"v1": "val", "t1": "test"}, 4)
+    key = screen_key(*facts)
+    assert screen_key(*facts) == key
+    changed = [
+        ("sha256:cand2", *facts[1:]),  # the candidate's bytes
+        (facts[0], "sha256:best2", *facts[2:]),  # its parent's (the lines it inherits)
+        (*facts[:2], "pool2", *facts[3:]),  # the task pool (ids and gold answers)
+        (*facts[:3], {"v1": "val", "t1": "val"}, 4),  # the guarded ids
+        (*facts[:3], {"v1": "val"}, 4),
+        (*facts[:4], 3),  # the minimum length
+    ]
+    assert len({screen_key(*other) for other in changed} | {key}) == len(changed) + 1

@@ -27,7 +27,6 @@ from ..._store.log.event_kinds import CANDIDATE_REGISTERED, DECISION, VERDICT
 from ..._store.memory import project_memory, shared_ledger, task_keys
 from ..._store.memory.task_keys import Tasks
 from ..._store.rundir import RUNS_DIR, RunDir
-from ..gate.regate import decided_level
 
 # The verdict of bytes already *accepted*, gated again under a new tag or in a new run: not a
 # reject (the bytes were not refuted) and not a new accept (nothing new was measured); nothing
@@ -123,6 +122,8 @@ def earlier_with_bytes(rundir: RunDir, digest: str, *, besides: str) -> Earlier 
         if e.get("tag") in same and isinstance(e.get("decision"), str)
     }
     tag = next((t for t in same if t in booked), same[0])
+    from ..gate.regate import decided_level  # here: a plain evaluation loads no gate
+
     level = decided_level(rundir.verdicts.verdict(tag)) if tag in booked else None
     return Earlier(tag, rundir.run_id, booked.get(tag), level.text if level else None)
 
@@ -191,6 +192,7 @@ def _decided_in_runs(rundir: RunDir, project: Path, found: _Found) -> set[str]:
 def _decided_in_run(other: RunDir, found: _Found) -> None:
     from ..._project import harness
     from ..._store.readers.harness_lock import locked_harness
+    from ..gate.regate import decided_level
 
     theirs_val = task_keys.Tasks.of((other.splits() or {}).get("val", []), task_keys.recorded(other))
     theirs = locked_harness(other)
@@ -404,6 +406,7 @@ def val_key(val_ids: Iterable[str]) -> str:
 def remember_booked(rundir: RunDir, tag: str, decision: str) -> None:
     """Remember a booked decision in the project's memory, and in the run's shared ledger."""
     from ..._store.readers.harness_lock import locked_harness
+    from ..gate.regate import decided_level
 
     project_dir = rundir.project_dir
     content_hash = registered_hashes(rundir).get(tag)

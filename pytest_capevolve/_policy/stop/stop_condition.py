@@ -10,7 +10,28 @@ import re
 import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
+
+
+class _Lazy:
+    """A pattern of the grammar compiled at its first use: a session whose spec sets no stop condition
+    (every resume of most runs) never compiles the grammar's thirty-odd patterns."""
+
+    __slots__ = ("_compiled", "_source")
+
+    def __init__(self, pattern: str, flags: int) -> None:
+        self._source = (pattern, flags)
+        self._compiled: re.Pattern[str] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._compiled is None:
+            self._compiled = re.compile(*self._source)
+        return getattr(self._compiled, name)
+
+
+def _lazy(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    return cast("re.Pattern[str]", _Lazy(pattern, flags))
+
 
 # Predicate kinds. "role" says what a met predicate means: a stop signal, or a guard that holds.
 VAL_MEAN = "val_mean"  # goal: the best's full-val mean reaches a number
@@ -81,15 +102,15 @@ class Actuals:
 
 
 # "whichever comes first" and friends join clauses; they are not a condition of their own.
-_FILLER = re.compile(
+_FILLER = _lazy(
     r"\bwhichever\s+(?:one\s+)?(?:comes|happens|is\s+reached|occurs|is)\s+(?:first|sooner|earlier)\b",
     re.IGNORECASE,
 )
 # Commas split, except the thousands separator in 1,000; "or"/"and" split as whole words.
-_SPLIT = re.compile(r"[;\n\r]|(?<![0-9]),|,(?![0-9]{3}(?![0-9]))|\b(?:or|and)\b|&", re.IGNORECASE)
+_SPLIT = _lazy(r"[;\n\r]|(?<![0-9]),|,(?![0-9]{3}(?![0-9]))|\b(?:or|and)\b|&", re.IGNORECASE)
 
 
-_EDGES = re.compile(r"^[\s!?:\-]+|[\s.!?:\-]+$")  # a leading "." may start a number (.5)
+_EDGES = _lazy(r"^[\s!?:\-]+|[\s.!?:\-]+$")  # a leading "." may start a number (.5)
 
 
 def _normalize(text: str) -> str:
@@ -164,7 +185,7 @@ def evaluate(condition: StopCondition, actuals: Actuals) -> list[dict[str, Any]]
 # The grammar: one clause at a time.
 
 _NUM = r"(?<![\w.])(?P<num>(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?|\.[0-9]+)"
-_ANY_NUM = re.compile(_NUM)
+_ANY_NUM = _lazy(_NUM)
 _END = r"(?![\w])"
 
 _TIME_UNITS = {
@@ -178,68 +199,66 @@ _ROUND_WORDS = r"(?:iterations?|iters?|rounds?|decisions?|generations?|candidate
 _ROUNDS = r"(?:\s*" + _ROUND_WORDS + r")?"  # an optional unit after a stall's count
 
 _USD_PATTERNS = [
-    (re.compile(r"(?:us)?\$\s*" + _NUM + r"(?:\s*(?:usd|dollars?))?" + _END), 1.0),
-    (re.compile(_NUM + r"\s*(?:usd|us\$|\$|dollars?|bucks)" + _END), 1.0),
-    (re.compile(r"\busd\s*" + _NUM + _END), 1.0),
-    (re.compile(_NUM + r"\s*(?:cents?|¢)" + _END), 0.01),
+    (_lazy(r"(?:us)?\$\s*" + _NUM + r"(?:\s*(?:usd|dollars?))?" + _END), 1.0),
+    (_lazy(_NUM + r"\s*(?:usd|us\$|\$|dollars?|bucks)" + _END), 1.0),
+    (_lazy(r"\busd\s*" + _NUM + _END), 1.0),
+    (_lazy(_NUM + r"\s*(?:cents?|¢)" + _END), 0.01),
 ]
 _OTHER_MONEY = [
-    re.compile(r"(?P<unit>[€£¥])\s*" + _NUM),
-    re.compile(_NUM + r"\s*(?P<unit>eur|euros?|gbp|pounds?|yen|jpy|chf|francs?|[€£¥])" + _END),
+    _lazy(r"(?P<unit>[€£¥])\s*" + _NUM),
+    _lazy(_NUM + r"\s*(?P<unit>eur|euros?|gbp|pounds?|yen|jpy|chf|francs?|[€£¥])" + _END),
 ]
-_TIME = re.compile(_NUM + r"\s*(?P<unit>" + "|".join(sorted(_TIME_UNITS, key=len, reverse=True)) + ")" + _END)
+_TIME = _lazy(_NUM + r"\s*(?P<unit>" + "|".join(sorted(_TIME_UNITS, key=len, reverse=True)) + ")" + _END)
 _ROLLOUTS = [
-    re.compile(
-        _NUM + r"\s*(?:rollouts?|roll-outs?|metric[\s_-]*calls?|evaluations?|evals?|episodes?)" + _END
-    ),
-    re.compile(r"(?:rollouts?|metric[\s_-]*calls?)\s*(?:of|at|to|=|:|<=|<)?\s*" + _NUM + _END),
+    _lazy(_NUM + r"\s*(?:rollouts?|roll-outs?|metric[\s_-]*calls?|evaluations?|evals?|episodes?)" + _END),
+    _lazy(r"(?:rollouts?|metric[\s_-]*calls?)\s*(?:of|at|to|=|:|<=|<)?\s*" + _NUM + _END),
 ]
 _ITERATIONS = [
-    re.compile(_NUM + r"\s*(?:iterations?|iters?|rounds?|decisions?|generations?)" + _END),
-    re.compile(r"(?:iterations?|rounds?)\s*(?:of|at|to|=|:|<=|<)?\s*" + _NUM + _END),
+    _lazy(_NUM + r"\s*(?:iterations?|iters?|rounds?|decisions?|generations?)" + _END),
+    _lazy(r"(?:iterations?|rounds?)\s*(?:of|at|to|=|:|<=|<)?\s*" + _NUM + _END),
 ]
 _STALL = [
-    re.compile(
+    _lazy(
         _NUM + r"\s*(?:consecutive\s+)?(?:rejects?|rejections?|rejected\s+candidates?|failed\s+"
         r"(?:attempts?|candidates?)|failures?|non-?improvements?)\s+in\s+a\s+row" + _END
     ),
-    re.compile(
+    _lazy(
         r"\b" + _NUM + r"\s*consecutive\s+(?:rejects?|rejections?|rejected\s+candidates?|failures?|"
         r"failed\s+(?:attempts?|candidates?)|non-?improvements?)" + _END
     ),
-    re.compile(r"\bstall(?:s|ed|ing)?\s*(?:at|of|after|for|=|:|>=)?\s*" + _NUM + _ROUNDS + _END),
-    re.compile(
+    _lazy(r"\bstall(?:s|ed|ing)?\s*(?:at|of|after|for|=|:|>=)?\s*" + _NUM + _ROUNDS + _END),
+    _lazy(
         r"\bno\s+(?:more\s+)?(?:improvements?|progress|accepts?|acceptances?|gains?|new\s+best)\s+"
         r"(?:for|in|after|over|within)\s+(?:the\s+last\s+)?" + _NUM + _ROUNDS + _END
     ),
-    re.compile(
+    _lazy(
         _NUM + r"\s*" + _ROUND_WORDS + r"\s+(?:in\s+a\s+row\s+)?without\s+(?:an?\s+|any\s+)?"
         r"(?:improvements?|progress|accepts?|acceptances?|gains?|new\s+best)" + _END
     ),
-    re.compile(r"\bplateau(?:s|ed|ing)?\s+(?:for\s+)?" + _NUM + _ROUNDS + _END),
+    _lazy(r"\bplateau(?:s|ed|ing)?\s+(?:for\s+)?" + _NUM + _ROUNDS + _END),
 ]
-_REJECT_TOTAL = re.compile(_NUM + r"\s*(?:rejects?|rejections?|failures?)" + _END)
+_REJECT_TOTAL = _lazy(_NUM + r"\s*(?:rejects?|rejections?|failures?)" + _END)
 
-_NEGATION = re.compile(
+_NEGATION = _lazy(
     r"\b(?:don't|dont|do\s+not|never|must\s+not|mustn't|should\s+not|shouldn't|no|without|avoid|"
     r"not)\b"
 )
-_GUARD_VERB = re.compile(r"\b(?:regress\w*|break\w*|broke|broken|hurt\w*|lose|losing|worsen\w*)\b")
-_KEEP = re.compile(r"\bkeep\s+(?:the\s+)?tasks?\s+\S+\s+(?:passing|solid|green|working|fixed)\b")
-_TASK = re.compile(r"\btasks?\s+[\"'`]?(?P<task>[\w.:/\-]*\w)[\"'`]?")
+_GUARD_VERB = _lazy(r"\b(?:regress\w*|break\w*|broke|broken|hurt\w*|lose|losing|worsen\w*)\b")
+_KEEP = _lazy(r"\bkeep\s+(?:the\s+)?tasks?\s+\S+\s+(?:passing|solid|green|working|fixed)\b")
+_TASK = _lazy(r"\btasks?\s+[\"'`]?(?P<task>[\w.:/\-]*\w)[\"'`]?")
 
 _PERCENT = r"(?P<pct>\s*(?:%|percent\b|pct\b))?"
-_TARGET_NUM = re.compile(_NUM + _PERCENT)
-_TARGET_WORDS = re.compile(
+_TARGET_NUM = _lazy(_NUM + _PERCENT)
+_TARGET_WORDS = _lazy(
     r"(?:\bmean\b|\baverage\b|\bavg\b|\bpass(?:\s|-)?rates?\b|\baccuracy\b|\bscores?\b|\brewards?\b|"
     r"\bsuccess(?:\s+rates?)?\b|\breach\w*|\bhit\w*|\btarget\w*|\bgoal\b|>=|>|\bat\s+least\b|\babove\b|"
     r"\bexceed\w*|\bover\b|\bbeat\w*|\bsolve[sd]?\b|\bpass(?:es|ed)?\b|%|\bpercent\b)"
 )
-_STRICT = re.compile(r"(?<![<>=])>(?!=)|\babove\b|\bexceed\w*|\bover\b|\bmore\s+than\b|\bbeat\w*")
+_STRICT = _lazy(r"(?<![<>=])>(?!=)|\babove\b|\bexceed\w*|\bover\b|\bmore\s+than\b|\bbeat\w*")
 _SPLIT_WORDS = {
-    "val": re.compile(r"\bval(?:idation)?\b|\bdev\s+split\b"),
-    "test": re.compile(r"\btest(?:ing)?\b|\bheld[\s-]?out\b|\bholdout\b"),
-    "train": re.compile(r"\btrain(?:ing)?\b"),
+    "val": _lazy(r"\bval(?:idation)?\b|\bdev\s+split\b"),
+    "test": _lazy(r"\btest(?:ing)?\b|\bheld[\s-]?out\b|\bholdout\b"),
+    "train": _lazy(r"\btrain(?:ing)?\b"),
 }
 
 _SEALED = (

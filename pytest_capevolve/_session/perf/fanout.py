@@ -20,7 +20,7 @@ from ..._engine.inflight import RolloutPool
 from ..._engine.rollout_output import OutputRouting
 from ..._engine.runner import declared_thread_safe
 from ..._items.nodes import EvalContext, RolloutItem, time_call_as_rollout
-from ..._policy.budget.spend import Ceilings
+from ..._policy.stop.afford import Ceilings
 from ..._policy.stop.stop_condition import parse as parse_stop_condition
 from ..._project.splits import TEST_SPLIT
 from .lean_protocol import MarkedItems

@@ -20,6 +20,11 @@ row held to its file and the log), as it always did:
   moves the folder's ctime, which ``os.utime`` cannot set back, so a file deleted or replaced by
   another is seen and paid again exactly as before.
 
+It also keeps the keys of the leak screens that found nothing (``screens``: each a digest of the
+candidate's and its parent's bytes, the task pool, the guarded ids and the screen's own code,
+:func:`..._project.leak.screen_key`), so a resume does not rebuild the needles of every task to
+screen again bytes it screened before; a key serves only while the summary holds, like its rows.
+
 What it does not see: a file edited in place (the folder does not move). That is left to the readers
 of a file's bytes, each of which holds them to their ``rollout`` event's sha256 before use
 (:meth:`..rollouts.rollout_readback.RolloutReadBack._read_one`, the judge's ``HeldToEvents``,
@@ -65,6 +70,8 @@ class SealedSummary:
         self._position = (0, 0)  # the log checked up to: no rollout line before it
         self._folders: dict[str, list[int] | None] = {}
         self._spent = False  # found not to hold in this process: what moved it stays moved
+        self._screens: frozenset[str] = frozenset()  # as loaded: the leak screens that found nothing
+        self._screened: set[str] = set()  # found clean in this process: written with the next summary
 
     def _folder(self, split: str) -> Path:
         return self.root / "rollouts" / split
@@ -114,12 +121,26 @@ class SealedSummary:
             version = str(found["rows_version"])
             columns = [_decoded(column) for column in found["columns"]]
             rows = list(zip(*columns, strict=True)) if columns else []
+            screens = frozenset(str(key) for key in found.get("screens", []))
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
         if len(rows) != line.get("rollouts") or set(folders) != set(SUMMARIZED_SPLITS):
             return None
         self._position, self._folders = (int(line["offset"]), int(line["upto"])), folders
+        self._screens = screens
         return version, rows
+
+    def screened_clean(self, key: str) -> bool:
+        """Whether a leak screen of ``key`` found nothing, by the summary while it holds (never else)."""
+        return key in self._screened or (self.rows() is not None and key in self._screens)
+
+    def note_clean(self, key: str) -> None:
+        """A leak screen of ``key`` found nothing: kept with the summary the record keeper writes next."""
+        self._screened.add(key)
+
+    def screens_to_seal(self) -> bool:
+        """Whether this process found a screen clean that the summary does not hold yet."""
+        return bool(self._screened - self._screens)
 
     def stamps(self) -> dict[str, list[int] | None]:
         """Each split folder's stamp, taken before the rows are held to their files (what :meth:`write`
@@ -140,6 +161,7 @@ class SealedSummary:
             "rows_version": rows_version,
             "folders": stamps,
             "columns": [_encoded([row[at] for row in rows]) for at in range(width)],
+            "screens": sorted(self._screens | self._screened),
         }
         text = json.dumps(summary, separators=(",", ":"), allow_nan=False)
         atomic_write_text(self.path, text)

@@ -191,14 +191,15 @@ class RolloutFiles(RolloutReadBack):
 
     def seal_summary(self) -> None:
         """As the record keeper leaves, after its last rollout append: the sealed summary of every train
-        and val row (:mod:`..log.sealed_summary`), unless the one there still holds. Written under the
+        and val row (:mod:`..log.sealed_summary`), unless the one there still holds (and holds every leak
+        screen this session found clean). Written under the
         lock, and only when every row is just then its file's size and mtime, no other file is in its
         folder, and the rows are every outcome the log holds; anything else (a file to read again, a
         file gone) and none is written, nothing is moved: the next session takes the full path and
         does what it always did. The folders are stamped before that check, so a file deleted or
         renamed over during it is seen too."""
         try:
-            if self.summary.rows() is not None:
+            if self.summary.rows() is not None and not self.summary.screens_to_seal():
                 return
             with self.lock():
                 stamps = self.summary.stamps()
