@@ -215,7 +215,7 @@ class Sandbox:
             raise
         proc.scratch = scratch
         assert proc.stdin is not None and proc.stdout is not None
-        reader = FrameReader(proc.stdout.fileno())
+        reader = FrameReader(proc.stdout.fileno(), nonblocking=True)
         init = {
             "sys_path": list(sys.path),
             "ref": self.owner.ref,
