@@ -15,7 +15,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
@@ -62,18 +63,17 @@ class AdapterRunner:
         """End what :attr:`targets` started (a sandbox's child processes). Idempotent."""
         self.targets.close()
 
-    @contextlib.contextmanager
-    def live(self, candidate_dir: Path) -> Iterator[Any]:
-        """Make ``candidate_dir`` the capability the agent uses, for the rollout's duration."""
+    def live(self, candidate_dir: Path) -> AbstractContextManager[Any]:
+        """Make ``candidate_dir`` the capability the agent uses, for the rollout's duration: the
+        adapter's own ``live()``, else ``apply()`` called now and the folder as the context (no
+        generator of ours around either: this is entered once per rollout)."""
         live = getattr(self.adapter, "live", None)
         if callable(live):
-            with live(candidate_dir) as ctx:
-                yield ctx
-            return
+            return live(candidate_dir)  # type: ignore[no-any-return]
         apply = getattr(self.adapter, "apply", None)
         if callable(apply):
             apply(candidate_dir)
-        yield candidate_dir
+        return contextlib.nullcontext(candidate_dir)
 
     @contextlib.asynccontextmanager
     async def live_async(self, candidate_dir: Path) -> AsyncIterator[Any]:
