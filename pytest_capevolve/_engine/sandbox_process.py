@@ -147,8 +147,7 @@ class _Pending:
 
     @property
     def future(self) -> Future[Answer]:
-        """Made where a request enters ``pending`` (under the lock): an exchange that reads its own
-        answer, as one collecting the request sent ahead does, needs none."""
+        """Made as a request enters ``pending`` (under the lock): an exchange reading its own needs none."""
         if self._future is None:
             self._future = Future()
         return self._future
