@@ -15,7 +15,8 @@ same run, because these machines are shared and noisy)
    child), and CPU per rollout — the session's and every process it started, the sandbox child
    included with its start-up, from ``getrusage`` — less a collect-only session's. Then
    ``run_and_score`` alone, through the sandbox and in-process, with the child's CPU read from
-   /proc: what one round trip costs each side.
+   /proc: what one round trip costs each side; and the round trip alone with K requests written
+   at once (K = 1 and 8), a probe of batching that sessions do not do.
 
    python benchmarks/overhead.py --isolation [--repeats 7]   runs only this part
 4. What the kernel boundary (issue 37: each sandbox child confined by Landlock before it loads the
@@ -279,6 +280,60 @@ def isolation_round_trip(project: Path, rollouts: int, repeats: int) -> None:
     )
 
 
+def batched_round_trip(project: Path, rollouts: int, repeats: int, widths: tuple[int, ...] = (1, 8)) -> None:
+    """What a batch of K requests per write to one sandbox child would save: a probe of a design
+    the session does not use (it sends one request ahead). The requests go out in one write, their
+    answers are read in order; CPU per rollout on each side, the widths in turns, best of
+    ``repeats``. No scoring: the round trip alone."""
+    from pytest_capevolve._engine.runner import run_and_score
+    from pytest_capevolve._engine.sandbox import isolated
+    from pytest_capevolve._engine.sandbox_process import decode_answer
+    from pytest_capevolve._engine.wire import HEADER
+    from pytest_capevolve._project.adapter import load_adapter, load_tasks
+
+    adapter = load_adapter("adapter.py:Adapter", project)
+    tasks = list(load_tasks(adapter, "adapter.py:Adapter").values())
+    runner = isolated(adapter, "adapter.py:Adapter", project)
+    sandboxes, capability = runner.targets, project / "capability"
+    run_and_score(runner, tasks[0], capability, seed=0, split="val")  # start the child
+    sandbox = next(iter(sandboxes._children.values()))  # type: ignore[union-attr]
+    child = sandbox.proc
+    if not Path(f"/proc/{child.pid}/stat").exists():
+        print("  batched round trip: no /proc here, not measured")
+        runner.close()
+        return
+    best: dict[int, tuple[float, float]] = {}
+    for _ in range(repeats):
+        for width in widths:
+            child_before, cpu, n = _cpu_of(child.pid), time.process_time(), 0
+            while n < rollouts:
+                sent = []
+                for j in range(width):
+                    ask = sandboxes._ask(  # type: ignore[union-attr]
+                        tasks[(n + j) % len(tasks)],
+                        capability,
+                        seed=n + j,
+                        split="val",
+                        timeout_s=30.0,
+                        inline=True,
+                    )
+                    sent.append(sandbox._request(ask))
+                os.writev(child.stdin.fileno(), [b for _, r, _ in sent for b in (HEADER.pack(len(r)), r)])
+                for request_id, _, _ in sent:
+                    payload = sandbox.reader.read(time.monotonic() + 30.0)
+                    assert (
+                        payload is not None and decode_answer(payload, sandboxes.values, 0.0)[0] == request_id
+                    )
+                n += width
+            here, there = (time.process_time() - cpu) / n, (_cpu_of(child.pid) - child_before) / n
+            old = best.get(width, (here, there))
+            best[width] = (min(old[0], here), min(old[1], there))
+    runner.close()
+    print(f"  round trip alone, {rollouts} rollouts, K requests per write (a probe: sessions send 1 ahead):")
+    for width, (here, there) in best.items():
+        print(f"    K={width}: {here * 1e6:.1f} µs CPU here + {there * 1e6:.1f} µs in the child per rollout")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -295,6 +350,7 @@ def main() -> None:
     if args.isolation:
         figures = isolation_sessions(tmp, 500, 4, args.repeats)
         isolation_round_trip(make_project(tmp / "round_trip", 1), 2000, args.repeats)
+        batched_round_trip(make_project(tmp / "batched", 1), 4000, args.repeats)
         json.dump(figures, sys.stdout)
         print()
         return

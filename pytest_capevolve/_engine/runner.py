@@ -15,7 +15,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
@@ -62,18 +63,17 @@ class AdapterRunner:
         """End what :attr:`targets` started (a sandbox's child processes). Idempotent."""
         self.targets.close()
 
-    @contextlib.contextmanager
-    def live(self, candidate_dir: Path) -> Iterator[Any]:
-        """Make ``candidate_dir`` the capability the agent uses, for the rollout's duration."""
+    def live(self, candidate_dir: Path) -> AbstractContextManager[Any]:
+        """Make ``candidate_dir`` the capability the agent uses, for the rollout's duration: the
+        adapter's own ``live()``, else ``apply()`` called now and the folder as the context (no
+        generator of ours around either: this is entered once per rollout)."""
         live = getattr(self.adapter, "live", None)
         if callable(live):
-            with live(candidate_dir) as ctx:
-                yield ctx
-            return
+            return live(candidate_dir)  # type: ignore[no-any-return]
         apply = getattr(self.adapter, "apply", None)
         if callable(apply):
             apply(candidate_dir)
-        yield candidate_dir
+        return contextlib.nullcontext(candidate_dir)
 
     @contextlib.asynccontextmanager
     async def live_async(self, candidate_dir: Path) -> AsyncIterator[Any]:
@@ -264,21 +264,21 @@ def timeout_message(timeout_s: float | None) -> str:
     return f"timeout: rollout exceeded rollout_timeout_s={timeout_s}"
 
 
-@contextlib.contextmanager
-def deadline(seconds: float | None, stop: FrameType | None = None, *, ours: frozenset[str]) -> Iterator[None]:
-    """Interrupt the rollout after ``seconds`` where a signal can (the main thread on POSIX), then
-    on every line it runs (the timer re-arms every 50 ms), so even a retrying bare ``except:`` is
-    left; elsewhere it is judged late. ``ours``: files whose frames are never interrupted."""
-    usable = (
-        seconds is not None
-        and hasattr(signal, "setitimer")
-        and threading.current_thread() is threading.main_thread()
-    )
-    if not usable:
-        yield
-        return
-    message = f"rollout exceeded rollout_timeout_s={seconds}"
+# the deadline the running rollout is under, read by :func:`_on_alarm`: (message, the frame it
+# stops at, files never interrupted); None between rollouts, so a late tick interrupts nothing
+_ARMED: list[tuple[str, FrameType | None, frozenset[str]] | None] = [None]
+# a sandbox child keeps :func:`_on_alarm` installed between rollouts (:func:`keep_alarm_handler`)
+_KEEP_HANDLER = [False]
 
+
+def keep_alarm_handler() -> None:
+    """In a process whose SIGALRM is the deadline's alone (a sandbox child): its handler stays
+    installed between rollouts, put back only when candidate code replaced it, instead of being
+    installed and restored around every rollout (two ``rt_sigaction`` and their wrappers each)."""
+    _KEEP_HANDLER[0] = True
+
+
+def _interrupting(message: str, ours: frozenset[str]) -> Any:
     def tracer(frame: FrameType, event: str, arg: Any) -> Any:
         if frame.f_code.co_filename in ours:
             return None
@@ -286,25 +286,64 @@ def deadline(seconds: float | None, stop: FrameType | None = None, *, ours: froz
             raise RolloutTimeout(message)
         return tracer
 
-    def on_alarm(signum: int, frame: FrameType | None) -> None:
-        if frame is not None and frame.f_code.co_filename in ours:
-            return  # our own bookkeeping (the deadline's exit): fires again in 50 ms if need be
-        while frame is not None and frame is not stop:
-            frame.f_trace = tracer
-            frame = frame.f_back
-        sys.settrace(tracer)
-        raise RolloutTimeout(message)
+    return tracer
 
-    # _signal, not signal: its enum conversions were a third of a deadline's cost per rollout
-    previous = _signal.signal(_signal.SIGALRM, on_alarm)
-    previous_trace = sys.gettrace()
-    signal.setitimer(signal.ITIMER_REAL, float(seconds), 0.05)  # type: ignore[arg-type]
-    try:
-        yield
-    finally:
+
+def _on_alarm(signum: int, frame: FrameType | None) -> None:
+    armed = _ARMED[0]
+    if armed is None:
+        return  # the rollout has ended: nothing runs under its deadline any more
+    message, stop, ours = armed
+    if frame is not None and frame.f_code.co_filename in ours:
+        return  # our own bookkeeping (the deadline's exit): fires again in 50 ms if need be
+    tracer = _interrupting(message, ours)
+    while frame is not None and frame is not stop:
+        frame.f_trace = tracer
+        frame = frame.f_back
+    sys.settrace(tracer)
+    raise RolloutTimeout(message)
+
+
+class deadline:  # noqa: N801  (a context manager used as a function was: ``with deadline(...)``)
+    """Interrupt the rollout after ``seconds`` where a signal can (the main thread on POSIX), then
+    on every line it runs (the timer re-arms every 50 ms), so even a retrying bare ``except:`` is
+    left; elsewhere it is judged late. ``ours``: files whose frames are never interrupted. A class,
+    not a generator: entered and left once per rollout, on the hot path."""
+
+    __slots__ = ("seconds", "stop", "ours", "previous", "previous_trace", "usable")
+
+    def __init__(self, seconds: float | None, stop: FrameType | None = None, *, ours: frozenset[str]) -> None:
+        self.seconds, self.stop, self.ours = seconds, stop, ours
+        self.previous: Any = None
+        self.previous_trace: Any = None
+        self.usable = False
+
+    def __enter__(self) -> None:
+        seconds = self.seconds
+        self.usable = (
+            seconds is not None
+            and hasattr(signal, "setitimer")
+            and threading.current_thread() is threading.main_thread()
+        )
+        if not self.usable:
+            return
+        # _signal, not signal: its enum conversions were a third of a deadline's cost per rollout
+        if not _KEEP_HANDLER[0]:
+            self.previous = _signal.signal(_signal.SIGALRM, _on_alarm)
+        elif _signal.getsignal(_signal.SIGALRM) is not _on_alarm:  # replaced by candidate code
+            _signal.signal(_signal.SIGALRM, _on_alarm)
+        self.previous_trace = sys.gettrace()
+        _ARMED[0] = (f"rollout exceeded rollout_timeout_s={seconds}", self.stop, self.ours)
+        signal.setitimer(signal.ITIMER_REAL, float(seconds), 0.05)  # type: ignore[arg-type]
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.usable:
+            return
         signal.setitimer(signal.ITIMER_REAL, 0)
-        _signal.signal(_signal.SIGALRM, previous)
-        sys.settrace(previous_trace)
+        _ARMED[0] = None
+        if not _KEEP_HANDLER[0]:
+            _signal.signal(_signal.SIGALRM, self.previous)
+        sys.settrace(self.previous_trace)
 
 
 def run_target_here(

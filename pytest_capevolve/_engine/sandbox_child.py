@@ -29,7 +29,14 @@ from .._confine.landlock import Boundary, Confinement, confine
 from .._confine.launch import no_typing
 from .._project.adapter import Rollout, Task, load_adapter, load_tasks
 from .rollout_output import CURRENT, RolloutOutput, RoutedStream
-from .runner import AdapterRunner, RolloutTimeout, Scored, run_target_here, run_target_here_async
+from .runner import (
+    AdapterRunner,
+    RolloutTimeout,
+    Scored,
+    keep_alarm_handler,
+    run_target_here,
+    run_target_here_async,
+)
 from .wire import SAME_TASK, FrameReader, ValueLoader, dumps, frame, plain, write_all, write_frame
 
 if TYPE_CHECKING:  # imported when a rollout first runs in flight: a child at concurrency 1 never does
@@ -259,6 +266,7 @@ def main() -> None:
     os.dup2(devnull, 0)
     os.dup2(2, 1)  # the candidate's fd-level writes go where stderr goes, never into a frame
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    keep_alarm_handler()  # SIGALRM is the deadline's alone here
     sys.stdout = RoutedStream(sys.stdout, "stdout")  # type: ignore[assignment]
     sys.stderr = RoutedStream(sys.stderr, "stderr")  # type: ignore[assignment]
     logging.root.addHandler(_KeepRecords())

@@ -139,11 +139,18 @@ Ask = tuple[str, "bytes | None", str, int, str, "float | None", int, bool]
 
 @dataclass
 class _Pending:
-    future: Future[Answer]
     sent: float
     deadline: float | None
     timeout_s: float | None
     handed: bool = False  # a request sent ahead whose answer a reader thread reads (:meth:`Sandbox._watch`)
+    _future: Future[Answer] | None = None
+
+    @property
+    def future(self) -> Future[Answer]:
+        """Made as a request enters ``pending`` (under the lock): an exchange reading its own needs none."""
+        if self._future is None:
+            self._future = Future()
+        return self._future
 
 
 class Sandbox:
@@ -207,7 +214,7 @@ class Sandbox:
             raise
         proc.scratch = scratch
         assert proc.stdin is not None and proc.stdout is not None
-        reader = FrameReader(proc.stdout.fileno())
+        reader = FrameReader(proc.stdout.fileno(), nonblocking=True)
         init = {
             "sys_path": list(sys.path),
             "ref": self.owner.ref,
@@ -239,7 +246,7 @@ class Sandbox:
         requests go out in the order :attr:`sent` assumes); a task's pickle goes to a child once."""
         timeout_s, sent = ask[5], time.monotonic()
         deadline = None if timeout_s is None else sent + timeout_s + GRACE_S
-        asked = _Pending(Future(), sent, deadline, timeout_s)
+        asked = _Pending(sent, deadline, timeout_s)
         request_id = next(self.owner._ids)
         task_id, blob = ask[0], ask[1]
         task: bytes | int | None = blob
@@ -320,6 +327,7 @@ class Sandbox:
     def _hand_over(self, proc: subprocess.Popen[bytes]) -> None:
         assert self.ahead is not None
         _, request_id, asked = self.ahead
+        asked.future  # noqa: B018  (made here, under the lock, before a reader can settle it)
         asked.handed, self.pending[request_id] = True, asked
         self._start_reading(proc)
 
@@ -330,9 +338,10 @@ class Sandbox:
             ahead, self.ahead = self.ahead, None
             if ahead is None or (not ahead[2].handed and self.proc is None):
                 return None
-            if not ahead[2].handed:  # nobody reads it but this exchange: read here, under its deadline
-                ahead[2].future.set_result(self._answer(ahead[1], ahead[2]))
-        answer = ahead[2].future.result()  # else read (and its deadline kept) by the reader thread
+            # nobody reads it but this exchange: read here, under its deadline (no future made)
+            read = None if ahead[2].handed else self._answer(ahead[1], ahead[2])
+        # else read (and its deadline kept) by the reader thread it was handed to
+        answer = ahead[2].future.result() if read is None else read
         return answer if ahead[0] == ask else None
 
     def _exchange_locked(self, ask: Ask) -> Answer:
@@ -381,10 +390,10 @@ class Sandbox:
             lost.set_result(lost_answer(str(exc)))
             return lost
         request_id, request, asked = self._request(ask)
-        self.pending[request_id] = asked
+        future, self.pending[request_id] = asked.future, asked
         self._start_reading(proc)
         self._send(proc, request)
-        return asked.future
+        return future
 
     def _start_reading(self, proc: subprocess.Popen[bytes]) -> None:
         if not self.reading and self.reader is not None:

@@ -86,31 +86,63 @@ def write_frame(fd: int, *parts: bytes) -> None:
 
 
 class FrameReader:
-    """Reads whole frames from a pipe's file descriptor, with an optional deadline."""
+    """Reads whole frames from a pipe's file descriptor, with an optional deadline. ``nonblocking``
+    (the scoring process's end of a child's pipe): the descriptor is made non-blocking and read
+    first, waited on only when nothing is there, so an answer already written (a request sent
+    ahead) costs one read, not a ``poll`` and a read."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, *, nonblocking: bool = False) -> None:
         self.fd = fd
+        self.nonblocking = nonblocking
+        if nonblocking:
+            os.set_blocking(fd, False)
         self._buffer = bytearray()
-        self._ready: select.poll | None = None  # made at the first wait with a deadline
+        self._ready: select.poll | None = None  # made at the first wait
 
     def _wait(self, deadline: float | None) -> None:
-        if deadline is not None:
-            if self._ready is None:
-                # poll, not select: select refuses a descriptor ≥ 1024, which a long-lived process
-                # holding many files (an in-process pytester suite, many children) reaches
-                self._ready = select.poll()
-                self._ready.register(self.fd, select.POLLIN)
-            wait = deadline - time.monotonic()
-            if wait <= 0 or not self._ready.poll(wait * 1000):
-                raise TimeoutError
+        """Until the descriptor has something to read; TimeoutError once ``deadline`` passes. A
+        blocking descriptor without a deadline is not waited on here: its read waits."""
+        if deadline is None and not self.nonblocking:
+            return
+        if self._ready is None:
+            # poll, not select: select refuses a descriptor ≥ 1024, which a long-lived process
+            # holding many files (an in-process pytester suite, many children) reaches
+            self._ready = select.poll()
+            self._ready.register(self.fd, select.POLLIN)
+        if deadline is None:
+            self._ready.poll()
+            return
+        wait = deadline - time.monotonic()
+        if wait <= 0 or not self._ready.poll(wait * 1000):
+            raise TimeoutError
+
+    def _read(self, deadline: float | None) -> bytes:
+        """One read of what is there (b"" at end of file), waited for under ``deadline``."""
+        if not self.nonblocking:
+            self._wait(deadline)
+            return os.read(self.fd, CHUNK)
+        while True:
+            try:
+                return os.read(self.fd, CHUNK)
+            except BlockingIOError:
+                self._wait(deadline)
+
+    def _read_into(self, view: memoryview, deadline: float | None) -> int:
+        if not self.nonblocking:
+            self._wait(deadline)
+            return os.readv(self.fd, [view])
+        while True:
+            try:
+                return os.readv(self.fd, [view])
+            except BlockingIOError:
+                self._wait(deadline)
 
     def read(self, deadline: float | None = None) -> bytes | None:
         """The next frame's payload; None at end of file (the other side is gone). Raises TimeoutError
         when ``deadline`` (``time.monotonic()``) passes first, WireError on a length no frame has."""
         buffer = self._buffer
         while len(buffer) < HEADER.size:
-            self._wait(deadline)
-            chunk = os.read(self.fd, CHUNK)
+            chunk = self._read(deadline)
             if not chunk:
                 return None
             buffer += chunk
@@ -126,8 +158,8 @@ class FrameReader:
             view = memoryview(whole)
             try:
                 while have < end:
-                    self._wait(deadline)
-                    got = os.readv(self.fd, [view[have:]])
+                    with view[have:] as rest:  # released here, even when a wait raises through it
+                        got = self._read_into(rest, deadline)
                     if not got:
                         break
                     have += got

@@ -120,12 +120,15 @@ def test_an_answer_that_is_not_exactly_its_fields_and_rollout_is_refused(payload
         decode_answer(payload, ValueLoader([__name__]), 0.0)
 
 
-def test_a_large_frame_in_pieces_is_read_whole_and_a_deadline_mid_frame_loses_nothing() -> None:
+@pytest.mark.parametrize("nonblocking", [False, True], ids=["blocking", "read first"])
+def test_a_large_frame_in_pieces_is_read_whole_and_a_deadline_mid_frame_loses_nothing(
+    nonblocking: bool,
+) -> None:
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)
     big = os.urandom(3 << 20)  # 3 MiB: many times what a pipe holds
     data = HEADER.pack(len(big) + 2) + big + b"ok" + frame({"id": 2})
-    reader = FrameReader(read_fd)
+    reader = FrameReader(read_fd, nonblocking=nonblocking)
     sent, timeouts, got = 0, 0, None
     while got is None:
         try:

@@ -171,9 +171,16 @@ class IndexView:
             changes: dict[tuple[str, str], Row | None] = {}
             for event in events:
                 if event.get("kind") == ROLLOUT and event.get("split") != TEST_SPLIT:
-                    path = self.rollout_path(event["split"], event["task_id"], event["tag"], event["trial"])
-                    row = self.index.pending.pop(int(event["seq"]), None) or _row_from_file(path)
-                    changes[(str(event["split"]), path.name)] = row
+                    # the row this process made as it wrote the file names it (no path built again)
+                    row = self.index.pending.pop(int(event["seq"]), None)
+                    if row is None:
+                        path = self.rollout_path(
+                            event["split"], event["task_id"], event["tag"], event["trial"]
+                        )
+                        row, name = _row_from_file(path), path.name
+                    else:
+                        name = row[_NAME_AT]
+                    changes[(str(event["split"]), name)] = row
                 for file in moved_files(event):
                     changes[_split_file(file)] = None
             self.index.store(
@@ -272,6 +279,7 @@ def _split_file(file: str) -> tuple[str, str]:
 
 
 _KEY_AT = tuple(FIELDS_INDEX.index(name) for name in ("split", "tag", "task_id", "trial"))
+_NAME_AT = len(FIELDS_INDEX)  # a row: the fields, then its file's name, size and mtime
 _SCANNED = ("split", "task_id", "tag", "trial", "reward", "infra_error", "cost_usd")  # what an OddFile keeps
 _OPEN_FLAGS = READ_FLAGS  # no link followed, no planted FIFO waited on
 _READ_AT_ONCE = 1 << 16  # bytes asked of the first read of a file
