@@ -72,8 +72,17 @@ def run(
     return SequentialState(at, float(eff[at - 1]), float(fut[at - 1]), kind)
 
 
+def first_crossings(
+    deltas: np.ndarray, *, alpha_efficacy: float, alpha_futility: float, min_effect: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Vectorized :func:`run` over rows: (code, tasks used), code 1 = efficacy, −1 = futility, 0 = none."""
+    deltas = np.atleast_2d(np.asarray(deltas, dtype=float))
+    eff = efficacy_path(deltas) >= 1.0 / alpha_efficacy
+    return _first(eff, futility_path(deltas, min_effect) >= 1.0 / alpha_futility)
+
+
 def _first(eff: np.ndarray, fut: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of crossings, (code, tasks used): code 1 = efficacy, −1 = futility, 0 = none."""
+    """Per row of crossings, (code, tasks used) as :func:`first_crossings` answers."""
     eff, fut = np.atleast_2d(eff), np.atleast_2d(fut)
     steps = eff.shape[1]
     big = steps + 1

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from unit.test_sequential_stats import first_crossings
 
 from pytest_capevolve import _stats as stats
 from pytest_capevolve._decide.stopping import split
-from pytest_capevolve._stats.sequential import exhaustion_p
+from pytest_capevolve._stats.sequential import exhaustion_p, first_crossings
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "tau2-airline-v4-val-per-task.json"
 ALPHA, N, EFFECT, DRAWS = 0.05, 100, 0.10, 300

@@ -98,20 +98,11 @@ def test_a_clear_regression_crosses_futility_and_a_clear_gain_crosses_efficacy()
     assert noise.stopped == seq.UNDECIDED and noise.efficacy == 1.0
 
 
-def first_crossings(
-    deltas: np.ndarray, *, alpha_efficacy: float, alpha_futility: float, min_effect: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`seq.run` over rows at once, for the power simulations (tests/calibration)."""
-    deltas = np.atleast_2d(np.asarray(deltas, dtype=float))
-    eff = seq.efficacy_path(deltas) >= 1.0 / alpha_efficacy
-    return seq._first(eff, seq.futility_path(deltas, min_effect) >= 1.0 / alpha_futility)
-
-
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.lists(st.floats(-1, 1), min_size=12, max_size=12), min_size=1, max_size=6))
 def test_vectorized_crossings_agree_with_the_scalar_run(rows: list[list[float]]) -> None:
     deltas = np.array(rows)
-    code, used = first_crossings(deltas, alpha_efficacy=0.2, alpha_futility=0.2, min_effect=0.05)
+    code, used = seq.first_crossings(deltas, alpha_efficacy=0.2, alpha_futility=0.2, min_effect=0.05)
     for i, row in enumerate(deltas):
         state = seq.run(row, alpha_efficacy=0.2, alpha_futility=0.2, min_effect=0.05)
         expected = {seq.EFFICACY: 1, seq.FUTILITY: -1, seq.UNDECIDED: 0}[state.stopped]
