@@ -255,3 +255,12 @@ def ledger(
 def breakeven_kill_rate(fired: int, full_val_rollouts: int) -> float | None:
     """The share of screened candidates a screen like this must kill to pay for itself."""
     return None if full_val_rollouts <= 0 else fired / full_val_rollouts
+
+
+def ledger_line(ledger: Mapping[str, Any], what: str = "subset screens") -> str:
+    """:func:`ledger` in one line, as a screen session, ``capevolve spend`` and ``measure`` say it."""
+    return (
+        f"{what}: {ledger['kills']} killed, {ledger['promotes']} promoted; {ledger['fired']} rollouts "
+        f"fired, {ledger['saved']} saved, net {ledger['net_rollouts']:+d}"
+        + (f" — {ledger['verdict']}" if ledger.get("verdict") else "")
+    )

@@ -129,10 +129,6 @@ class Spec:
 _SILENT_DEFAULTS = frozenset({"judge_rescores", "regression_rule", "shared_ledger", "sandbox_writable"})
 
 
-# The spec's paths: stored relative to the project folder in a run dir.
-PATH_KEYS = tuple(f.name for f in dataclasses.fields(Spec) if "Path" in str(f.type))
-
-
 def _int(lo: int | None = None, hi: float = math.inf) -> Callable[[Any], int]:
     bounds = "" if lo is None else f" ≥ {lo}" if hi == math.inf else f" from {lo} to {hi}"
 

@@ -7,7 +7,6 @@ side is read from its persisted rollouts. The screen kills or promotes, never ac
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from .. import exitcodes
 from .._decide import screen as ladder
@@ -214,7 +213,7 @@ class ScreenSession:
         atomic_write_json(rundir.root / "screens" / f"{tag}__{planned.request.label}.json", record)
         word = "KILL" if result.decision == ladder.KILL else "PROMOTE"
         outcome.say(f"screen {tag} ({planned.request.label}, {len(subset)} tasks): {word} — {result.reason}")
-        outcome.say(_ledger_line(ledger), yellow=ledger["net_rollouts"] < 0)
+        outcome.say(ladder.ledger_line(ledger, "screen ledger"), yellow=ledger["net_rollouts"] < 0)
         if result.decision == ladder.KILL:
             outcome.exit_code = exitcodes.REJECTED
             if self.commit == "auto":
@@ -225,11 +224,3 @@ class ScreenSession:
                 "promoted, not accepted: gate it on full val (--capevolve-gate) or climb the ladder "
                 f"(--capevolve-screen {min((planned.request.tier or 0) + 1, 3)})"
             )
-
-
-def _ledger_line(ledger: dict[str, Any]) -> str:
-    return (
-        f"screen ledger: {ledger['kills']} killed, {ledger['promotes']} promoted; {ledger['fired']} rollouts "
-        f"fired, {ledger['saved']} saved, net {ledger['net_rollouts']:+d}"
-        + (f" — {ledger['verdict']}" if ledger.get("verdict") else "")
-    )

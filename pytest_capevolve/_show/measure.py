@@ -14,6 +14,7 @@ from .. import _stats as stats
 from .._decide.basis import SCREENED
 from .._decide.calibration import Calibration, calibration
 from .._decide.screen import ledger as screen_ledger
+from .._decide.screen import ledger_line
 from .._engine import confinement as boundary
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
@@ -336,12 +337,7 @@ def _best_label(m: Measurement) -> str | None:
 
 def _subset_text(m: Measurement) -> str | None:
     ledger = m.screening.get("subset") or {}
-    if not ledger.get("screens"):
-        return None
-    return (
-        f"subset screens: {ledger['kills']} killed, {ledger['promotes']} promoted; {ledger['fired']} "
-        f"rollouts fired, {ledger['saved']} saved, net {ledger['net_rollouts']:+d} — {ledger['verdict']}"
-    )
+    return ledger_line(ledger) if ledger.get("screens") else None
 
 
 def render_text(m: Measurement) -> list[str]:

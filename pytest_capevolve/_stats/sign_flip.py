@@ -376,14 +376,6 @@ def exceeds_k_se(deltas: Sequence[Fraction], k: Fraction) -> bool | None:
     return mean > 0 and mean * mean * n > k * k * variance
 
 
-def best_p(improved: int, n_tasks: int) -> Fraction:
-    if not 0 <= improved <= n_tasks:
-        raise ValueError(f"improved must be within 0..{n_tasks}, got {improved}")
-    result = sign_flip_on_integers([1] * improved + [0] * (n_tasks - improved))
-    assert result is not None  # unit deltas: the exact count always fits
-    return result.fraction
-
-
 def smallest_win(level: Fraction, n_tasks: int) -> int | None:
     """The fewest tasks improved, none worse, the exact test accepts at ``level``; None if all would not."""
     for improved in range(1, n_tasks + 1):

@@ -14,7 +14,7 @@ from pytest_capevolve._decide.verdict import Verdict
 from pytest_capevolve._policy.alpha.resolution import next_level, out_of_reach
 from pytest_capevolve._project.spec import Spec
 from pytest_capevolve._project.way_on import shown
-from pytest_capevolve._stats.sign_flip import best_p, smallest_win
+from pytest_capevolve._stats.sign_flip import sign_flip_on_integers, smallest_win
 
 
 def test_twelve_val_tasks_need_five_wins_at_005_and_six_under_holm_with_three_siblings():
@@ -22,6 +22,13 @@ def test_twelve_val_tasks_need_five_wins_at_005_and_six_under_holm_with_three_si
     assert smallest_win(F(1, 60), 12) == 6  # Holm's α/3: 1/64 ≤ 1/60 < 1/32
     assert smallest_win(F(1, 40), 12) == 6  # the first of two looks (α/2)
     assert smallest_win(F(1, 20), 4) is None  # even 4 of 4 gives p = 1/16 > 1/20
+
+
+def best_p(improved: int, n_tasks: int) -> F:
+    """The exact p of ``improved`` tasks better by one, the rest unchanged: the best a win that size gets."""
+    result = sign_flip_on_integers([1] * improved + [0] * (n_tasks - improved))
+    assert result is not None  # unit deltas: the exact count always fits
+    return result.fraction
 
 
 @given(st.integers(1, 40), st.fractions(F(1, 10**6), F(1, 2)))

@@ -7,13 +7,11 @@ own text is escaped (nothing it wrote can pass for the carry-forward's structure
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import stat
 import unicodedata
-from pathlib import Path
 from typing import Any
 
+from ..._project.candidate import read_plain
 from ..._store.files import atomic_write_text
 from ..._store.rundir import RunDir
 
@@ -47,19 +45,6 @@ def escaped(text: str) -> str:
     return "\n".join(_STRUCTURE.sub(r"\1\\\2", line) for line in visible.split("\n"))
 
 
-def _read_unlinked(path: Path) -> bytes | None:
-    """The bytes of the regular file ``path``, opened without following a link (None otherwise): a check
-    then a read by path would let the optimizer swap in a link to a gold file between the two."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            return None
-        return handle.read()
-
-
 def freeze_entry(rundir: RunDir, tag: str) -> str:
     """Freeze ``tag``'s journal text at its first decision; returns the digest to log."""
     for event in rundir.decisions():
@@ -67,7 +52,7 @@ def freeze_entry(rundir: RunDir, tag: str) -> str:
             return str(event[DIGEST_KEY])
     text = ""
     for path in (rundir.hill_climb_dir(tag) / JOURNAL, rundir.work_dir(tag) / JOURNAL):
-        if (data := _read_unlinked(path)) is not None:
+        if (data := read_plain(path)) is not None:
             text = escaped(own_entries(data.decode("utf-8", errors="replace")))
             break
     target = rundir.journal_entry_path(tag)

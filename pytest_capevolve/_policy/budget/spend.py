@@ -16,6 +16,7 @@ from typing import Any
 
 from ... import _stats as stats
 from ..._decide.screen import ledger as screen_ledger
+from ..._decide.screen import ledger_line
 from ..._project.candidate import SEED_TAG
 from ..._project.spec import Spec
 from ..._project.way_on import pasteable
@@ -406,11 +407,7 @@ def render_table(report: dict[str, Any]) -> list[str]:
     ]
     screens = report.get("screens") or {}
     if screens.get("screens"):
-        lines.append(
-            f"subset screens: {screens['kills']} killed, {screens['promotes']} promoted; "
-            f"{screens['fired']} rollouts fired, {screens['saved']} saved, "
-            f"net {screens['net_rollouts']:+d} — {screens['verdict']}"
-        )
+        lines.append(ledger_line(screens))
     r = report["recommendation"]
     lines += ["", f"recommendation: {r['action']} — {r['reason']}"]
     return lines
