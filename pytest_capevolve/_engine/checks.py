@@ -1,7 +1,7 @@
 """Running microcases: each check kind against one candidate folder → an :class:`Outcome`.
 
 ``score`` uses the project's adapter, never the candidate's code; ``call`` runs the candidate's
-function in a subprocess (:mod:`.callcheck`)."""
+function in a subprocess (:mod:`.callcheck`), confined as a sandbox child is."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +23,8 @@ from .._project.adapter import Rollout, Task, check_reward, load_adapter, load_t
 from .._project.microcase import Microcase, MicrocaseError
 from .._project.spec import Spec, SpecError, load_spec
 from .runner import AdapterRunner, run_and_score
-from .sandbox import isolated
+from .sandbox import Fence, isolated
+from .sandbox_process import scratch_env
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,7 @@ class ProjectEnv:
     spec: Spec
     _runner: AdapterRunner | None = None
     _pool: dict[str, Task] = field(default_factory=dict)
+    _fence: Fence | None = None
 
     @classmethod
     def load(cls, project_dir: Path) -> ProjectEnv:
@@ -52,6 +56,12 @@ class ProjectEnv:
             self._pool = load_tasks(adapter, self.spec.adapter)
             self._runner = isolated(adapter, self.spec.adapter, self.spec.project_dir, spec=self.spec)
         return self._runner
+
+    def fence(self) -> Fence:
+        """The boundary every ``call`` check's process confines itself to (its project walked once)."""
+        if self._fence is None:
+            self._fence = Fence.of_spec(self.spec)
+        return self._fence
 
     def close(self) -> None:
         """End the sandbox children its runner started (idempotent)."""
@@ -104,22 +114,39 @@ def _run_text(case: Microcase, check: dict[str, Any], candidate: Path, env: Proj
     return Outcome(True, "", "")
 
 
-def _run_in_own_group(request: dict[str, Any], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    """Run the call in a new process group; past ``timeout`` the whole group is killed, so a
-    child the candidate's function spawned does not outlive the check (nor hold its pipes)."""
+def _run_in_own_group(
+    request: dict[str, Any], cwd: Path, timeout: float, fence: Fence
+) -> subprocess.CompletedProcess[str]:
+    """Run the call in a new process group, inside the sandbox child's boundary (it confines
+    itself before it loads the candidate's file: the run dir and gold hidden, a scratch ``TMPDIR``
+    its one writable folder besides the spec's ``sandbox_writable``); past ``timeout`` the whole
+    group is killed, so a child the candidate's function spawned does not outlive the check (nor
+    hold its pipes)."""
     argv = [sys.executable, "-P", "-m", "pytest_capevolve._engine.callcheck"]
     pipe = subprocess.PIPE
-    with subprocess.Popen(
-        argv, stdin=pipe, stdout=pipe, stderr=pipe, text=True, cwd=cwd, start_new_session=True
-    ) as proc:
-        try:
-            out, err = proc.communicate(json.dumps(request), timeout=timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise
-        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    scratch = tempfile.mkdtemp(prefix="capevolve-call-")
+    try:
+        request = {**request, "boundary": fence.boundary(cwd, Path(scratch)).as_json()}
+        with subprocess.Popen(
+            argv,
+            stdin=pipe,
+            stdout=pipe,
+            stderr=pipe,
+            text=True,
+            cwd=cwd,
+            start_new_session=True,
+            env=scratch_env(scratch),
+        ) as proc:
+            try:
+                out, err = proc.communicate(json.dumps(request), timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                raise
+            return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _run_call(case: Microcase, check: dict[str, Any], candidate: Path, env: ProjectEnv) -> Outcome:
@@ -129,9 +156,11 @@ def _run_call(case: Microcase, check: dict[str, Any], candidate: Path, env: Proj
     expect_kind, wanted = next(iter(check["expect"].items()))
     expected = f"{call} {expect_kind.replace('_', ' ')} {_short(wanted)}"
     try:
-        done = _run_in_own_group(request, candidate, check["timeout_s"])
+        done = _run_in_own_group(request, candidate, check["timeout_s"], env.fence())
     except subprocess.TimeoutExpired:
         return Outcome(False, expected, f"no result within timeout_s={check['timeout_s']}")
+    except ValueError as exc:  # a sandbox_writable that would open a hidden folder: no call runs
+        return Outcome(False, expected, f"the call did not run: {exc}")
     lines = done.stdout.strip().splitlines()
     try:
         result = json.loads(lines[-1])

@@ -205,13 +205,14 @@ def spawn(pid_file):
 """
 
 
-def test_a_call_microcase_past_its_timeout_leaves_no_child_running(pytester, example) -> None:
+def test_a_call_microcase_past_its_timeout_leaves_no_child_running(pytester, example, projects) -> None:
     import os
     import time
 
     project = example("toy_calc")
     (project / "capability" / "spawn.py").write_text(SPAWNER)
-    pid_file = pytester.path / "child.pid"
+    # the call runs confined, as a sandbox child: it writes where the spec lets candidate code write
+    pid_file = projects.writable(project, "observed")[0] / "child.pid"
     (project / "microcases").mkdir()
     (project / "microcases" / "spawn.yaml").write_text(
         "id: spawns\ncluster: c\ndescription: d\n"
