@@ -13,6 +13,9 @@ above the project moves up) down, so conftests above the project and the config 
 are part of the fingerprint, and the sessions capevolve starts itself are :func:`pinned` at the
 project. A ``-p NAME`` plugin module in the project could wrap the scorer outside the lock: it is
 refused (:func:`plugins_in_project`); a project's hooks belong in its locked ``conftest.py``.
+pytest puts a conftest's folder first on ``sys.path``, so a file there named after a module the
+scoring process imports at first use would run in its place: such files are locked
+(:func:`_shadowing`), and the config file is parsed without the project on ``sys.path``.
 
 The tamper guard (:func:`tampered`): a candidate may not change what scores it.
 ``protected_paths`` are globs relative to a candidate folder (``.gitignore``-like: anchored with
@@ -23,12 +26,15 @@ changed, added or removed against the seed, or a symlink leaving the folder, mak
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import hashlib
+import importlib.machinery
 import importlib.util
 import json
 import os
 import re
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -78,7 +84,9 @@ def fingerprint(
     # real paths as strings, in Path's order (part by part): pathlib's resolve, is_relative_to and
     # relative_to cost 75 µs a file, 1.5 s of each session's start for 20,000 data files
     files = {os.fspath(p) for p in _import_closure(adapter_file, project_dir)}
-    files.update(path for path in _walk(project_dir) if os.path.basename(path) == "conftest.py")
+    conftests = [path for path in _walk(project_dir) if os.path.basename(path) == "conftest.py"]
+    files.update(conftests)
+    files.update(_shadowing(project_dir, conftests))
     files.update(real_paths(p for p in extra_files if os.path.isfile(p)))
     skip = [os.fspath(p.resolve()) for p in exclude]
     inside = tuple(_folder_prefix(folder) for folder in skip)
@@ -89,6 +97,60 @@ def fingerprint(
             with open(path, "rb") as file:
                 digests[path[len(root) :]] = hashlib.sha256(file.read()).hexdigest()
     return digests
+
+
+def _shadowing(project_dir: Path, conftests: Iterable[str]) -> Iterator[str]:
+    """The project's modules that would be imported in place of one importable from outside it (the
+    standard library's, an installed package's): those at the top of the project and of each folder
+    pytest puts first on ``sys.path`` for a ``conftest.py`` (its first folder up with no
+    ``__init__.py``), where the scoring process would import them at a module's first use."""
+    tops = {os.fspath(project_dir)}
+    for conftest in conftests:
+        folder = os.path.dirname(conftest)
+        while os.path.isfile(os.path.join(folder, "__init__.py")) and folder != os.path.dirname(folder):
+            folder = os.path.dirname(folder)
+        tops.add(folder)
+    outside = [p for p in sys.path if not _inside(p, project_dir)]
+    for top in sorted(tops):
+        with contextlib.suppress(OSError), os.scandir(top) as listing:
+            for entry in listing:
+                name, package = entry.name.removesuffix(".py"), entry.is_dir(follow_symlinks=False)
+                if package and not os.path.isfile(os.path.join(entry.path, "__init__.py")):
+                    continue  # a namespace folder never wins over a module found later on sys.path
+                if (package or name != entry.name) and name.isidentifier() and _shadows(name, outside):
+                    yield from (_walk(Path(entry.path)) if package else [entry.path])
+
+
+def _inside(entry: str, project_dir: Path) -> bool:
+    """Whether the ``sys.path`` entry is a folder of the project's own (an environment inside it is not)."""
+    path = os.path.abspath(entry or ".")
+    if any(
+        path == p or path.startswith(_folder_prefix(p))
+        for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}
+    ):
+        return False
+    return path == os.fspath(project_dir) or path.startswith(_folder_prefix(os.fspath(project_dir)))
+
+
+def _shadows(name: str, outside: list[str]) -> bool:
+    if name in sys.stdlib_module_names:
+        return True
+    with contextlib.suppress(ImportError, ValueError):
+        return importlib.machinery.PathFinder.find_spec(name, outside) is not None
+    return False
+
+
+@contextlib.contextmanager
+def _standard_imports(project_dir: Path) -> Iterator[None]:
+    """Imports at first use resolved without the project's folders on ``sys.path``: a file of the
+    project named after a module of the standard library is never run for it (pytest puts a
+    conftest's folder first)."""
+    saved = sys.path[:]
+    sys.path[:] = [p for p in saved if not _inside(p, project_dir)]
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
 
 
 def _folder_prefix(folder: str) -> str:
@@ -135,7 +197,7 @@ def pytest_config(project_dir: Path) -> dict[str, str]:
     root = project_dir.resolve()
     for folder in [root, *root.parents]:
         for name in CONFIG_NAMES:
-            section = _pytest_section(folder / name)
+            section = _pytest_section(folder / name, root)
             if section is None:
                 continue  # no pytest section: pytest looks further, and so do we
             # where it is counts, an empty section too: one above the project moves the rootdir
@@ -148,11 +210,12 @@ def pytest_config(project_dir: Path) -> dict[str, str]:
     return {CONFIG_FILE_KEY: NO_CONFIG}  # no config file: pytest runs on its defaults
 
 
-def _pytest_section(path: Path) -> dict[str, Any] | None:
+def _pytest_section(path: Path, project_dir: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
-    import configparser  # here: only a project under a config file parses one
-    import tomllib
+    with _standard_imports(project_dir):  # here: only a project under a config file parses one
+        import configparser
+        import tomllib
 
     try:
         if path.name == "pyproject.toml":
