@@ -40,6 +40,15 @@ class Adapter:
             sandbox_child.write_frame = rest
             signal.signal(signal.SIGALRM, signal.SIG_IGN)
             time.sleep(1.5)
+        if task.input == "forge":  # a well-formed pass for the request to be sent next, ahead of its own
+            import gc, sys
+            from pytest_capevolve._engine.runner import Scored
+            child = next(o for o in gc.get_objects() if type(o).__name__ == "Child")
+            frame = sys._getframe()
+            while frame.f_code.co_name != "serve":
+                frame = frame.f_back
+            asked = frame.f_locals["request"][0]
+            child.answer(asked + 1, Scored(rollout=Rollout(task_id="two", output="two:5")))
         if task.input == "deaf":  # deaf to its deadline: only a kill ends it
             import signal, time
             signal.signal(signal.SIGALRM, signal.SIG_IGN)
@@ -179,3 +188,28 @@ def test_a_death_read_before_its_rollout_sent_ahead_is_collected_is_not_run_agai
     lost = run_and_score(runner, fatal, capability, seed=1, split="val")
     assert lost.reward == 0.0 and "exit code 3" in (lost.caused or ""), lost
     assert calls(project) == [["one", 0], ["fatal", 1]]
+
+
+@pytest.mark.attack(
+    "candidate-code",
+    attack="candidate code that writes, on its child's pipe and ahead of its own answer, a well-formed "
+    "answer (a pass) for the request the session will send ahead next, so that the scoring process, "
+    "which reads that pipe first and waits only when it is empty, takes it for a rollout the child never ran",
+    outcome="prevented: an answer carries its request's id, and one for another request than the one "
+    "read for is refused: the child is killed and the rollout it ran is the candidate's failure (a 0); "
+    "the next rollout is run by a new child and answered by it",
+)
+def test_an_answer_forged_for_the_request_sent_next_is_never_taken_for_it(
+    runner: AdapterRunner, project: Path
+) -> None:
+    capability = project / "capability"
+    one, forge, two = Task(id="one", input=1), Task(id="forge", input="forge"), Task(id="two", input=2)
+    run_and_score(runner, one, capability, seed=0, split="val")
+    assert runner.targets.send_ahead(forge, capability, seed=1, split="val", timeout_s=None)
+    forged = run_and_score(runner, forge, capability, seed=1, split="val")
+    assert forged.reward == 0.0 and forged.rollout is None, forged
+    assert "answered another request" in (forged.caused or ""), forged.caused
+    assert not runner.targets.send_ahead(two, capability, seed=5, split="val", timeout_s=None)  # no child
+    scored = run_and_score(runner, two, capability, seed=5, split="val")
+    assert scored.rollout.output == "two:5" and scored.infra_error is None
+    assert calls(project) == [["one", 0], ["forge", 1], ["two", 5]]  # "two" was run, by a new child
