@@ -86,7 +86,7 @@ def fingerprint(
     files = {os.fspath(p) for p in _import_closure(adapter_file, project_dir)}
     conftests = [path for path in _walk(project_dir) if os.path.basename(path) == "conftest.py"]
     files.update(conftests)
-    files.update(_shadowing(project_dir, conftests))
+    files.update(_shadowing(conftests))
     files.update(real_paths(p for p in extra_files if os.path.isfile(p)))
     skip = [os.fspath(p.resolve()) for p in exclude]
     inside = tuple(_folder_prefix(folder) for folder in skip)
@@ -99,35 +99,38 @@ def fingerprint(
     return digests
 
 
-def _shadowing(project_dir: Path, conftests: Iterable[str]) -> Iterator[str]:
-    """The project's modules that would be imported in place of one importable from outside it (the
-    standard library's, an installed package's): those at the top of the project and of each folder
-    pytest puts first on ``sys.path`` for a ``conftest.py`` (its first folder up with no
-    ``__init__.py``), where the scoring process would import them at a module's first use."""
-    tops = {os.fspath(project_dir)}
+def _shadowing(conftests: Iterable[str]) -> Iterator[str]:
+    """The project's modules that would be imported in place of one of the interpreter's (the
+    standard library's, an installed package's): those at the top of each folder pytest puts first
+    on ``sys.path`` for a ``conftest.py`` (its first folder up with no ``__init__.py``), where the
+    scoring process would import them at a module's first use."""
+    tops = set()
     for conftest in conftests:
         folder = os.path.dirname(conftest)
         while os.path.isfile(os.path.join(folder, "__init__.py")) and folder != os.path.dirname(folder):
             folder = os.path.dirname(folder)
         tops.add(folder)
-    outside = [p for p in sys.path if not _inside(p, project_dir)]
+    # the interpreter's own folders only: what else this process has on sys.path is not the project's
+    installed = [p for p in sys.path if _beneath_prefix(os.path.abspath(p or "."))]
     for top in sorted(tops):
         with contextlib.suppress(OSError), os.scandir(top) as listing:
             for entry in listing:
                 name, package = entry.name.removesuffix(".py"), entry.is_dir(follow_symlinks=False)
                 if package and not os.path.isfile(os.path.join(entry.path, "__init__.py")):
                     continue  # a namespace folder never wins over a module found later on sys.path
-                if (package or name != entry.name) and name.isidentifier() and _shadows(name, outside):
+                if (package or name != entry.name) and name.isidentifier() and _shadows(name, installed):
                     yield from (_walk(Path(entry.path)) if package else [entry.path])
+
+
+def _beneath_prefix(path: str) -> bool:
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix}
+    return any(path == p or path.startswith(_folder_prefix(p)) for p in prefixes)
 
 
 def _inside(entry: str, project_dir: Path) -> bool:
     """Whether the ``sys.path`` entry is a folder of the project's own (an environment inside it is not)."""
     path = os.path.abspath(entry or ".")
-    if any(
-        path == p or path.startswith(_folder_prefix(p))
-        for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}
-    ):
+    if _beneath_prefix(path):
         return False
     return path == os.fspath(project_dir) or path.startswith(_folder_prefix(os.fspath(project_dir)))
 

@@ -30,8 +30,8 @@ sys.modules[__name__] = importlib.import_module(__name__)
     "its folder first on `sys.path`): it ran inside the next gate session's own process, unlocked (no "
     "file the harness lock held had moved)",
     outcome="refused before it runs: the config file is parsed with the standard library's own modules, "
-    "and a module of the project's top folders (a conftest's included) that shadows one importable from "
-    "outside the project is locked with the harness, so the planted file is a changed harness (exit 4)",
+    "and a module in a folder pytest puts first on `sys.path` for a `conftest.py` that shadows one of "
+    "the interpreter's (the standard library's, an installed package's) is locked with the harness, so the planted file is a changed harness (exit 4)",
 )
 def test_a_module_planted_under_a_stdlib_name_never_runs_in_the_scoring_process(example):
     project = example("toy_calc")
