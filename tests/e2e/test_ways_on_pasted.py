@@ -353,3 +353,33 @@ def test_a_worker_that_dies_at_start_is_named_with_its_error_not_the_first_line_
     assert died == [
         "worker gw0 died (pytest.UsageError: this worker holds no copy: point chdir at one); its rollouts are missing"
     ], result.stdout.str()[-3000:]
+
+
+RAISING_SCORER = """
+
+class RaisingScorer(ToyCalcAdapter):
+    def score(self, task, rollout):
+        raise KeyError("a bug in the scorer")
+"""
+
+
+def test_a_scorer_that_raised_names_the_new_run_that_measures_its_fix(example, projects, capevolve, pytester):
+    """Every rollout an infra error because the scorer raised: the way on was only "once the cause
+    is fixed … --capevolve-run-id RUN", which, pasted after mending the scorer, is refused (the
+    adapter is harness); the line after it names the new run that measures the mended one."""
+    project = example("toy_calc")
+    projects.add_adapter(project, RAISING_SCORER, "adapter.py:RaisingScorer")
+    first = capevolve(project)
+    assert first.ret == 12, first.stdout.str()[-3000:]
+    text = first.stdout.str()
+    adapter = project / "adapter.py"  # the scorer mended
+    adapter.write_text(
+        adapter.read_text().replace(
+            'raise KeyError("a bug in the scorer")', "return super().score(task, rollout)"
+        )
+    )
+    pinned = pytester.runpytest(*_pasted(text, "to complete only those, run:\n  "))
+    assert pinned.ret == 4 and "the harness changed" in pinned.stdout.str() + pinned.stderr.str()
+    fixed = pytester.runpytest(*_pasted(text, "measure it in a new run: "))
+    assert fixed.ret == 0, fixed.stdout.str()[-3000:]
+    assert " infra" not in fixed.stdout.lines[-1]  # every rollout scored, in the new run
