@@ -45,6 +45,9 @@ class InflightRollout:
         self.running = True  # the adapter's code may still be running (cleared by its thread)
         self.gate = threading.Lock()  # orders the watchdog's raise against the thread's exit
         self.output = RolloutOutput()
+        # the label of the sandbox child running it, asked when the watchdog stops it (None:
+        # not isolated): a rollout stopped here still ran its candidate code in that child
+        self.label: Callable[[], str | None] = lambda: None
 
     def settle(self, scored: Scored) -> None:
         """The first answer wins: the rollout's own, or the watchdog's timeout."""
@@ -55,7 +58,9 @@ class InflightRollout:
 
     def expire(self) -> None:
         seconds = round(time.monotonic() - self.started, 6)
-        self.settle(Scored(rollout=None, infra_error=timeout_message(self.timeout_s), seconds=seconds))
+        expired = Scored(rollout=None, infra_error=timeout_message(self.timeout_s), seconds=seconds)
+        expired.confinement = self.label()
+        self.settle(expired)
 
     def interrupt(self) -> None:
         if self.task is not None and self.loop is not None:
@@ -215,6 +220,8 @@ class RolloutPool:
         self, task: Task, candidate_dir: Path, *, seed: int, split: str, timeout_s: float | None
     ) -> Future[Scored]:
         rollout = InflightRollout(timeout_s)
+        if (label_of := getattr(self.runner.targets, "label_of", None)) is not None:
+            rollout.label = functools.partial(label_of, candidate_dir)
         asked = {"seed": seed, "split": split, "timeout_s": timeout_s}
         if self.runner.on_loop:
             # the coroutine calls run_and_score_async only once it runs: one closed unstarted (a

@@ -117,6 +117,13 @@ class Sandboxes:
             cached = self._task_blobs[task.id] = (task, blob)
         return (task.id, cached[1], str(candidate_dir), seed, split, timeout_s, logging.root.level, inline)
 
+    def label_of(self, folder: Path) -> str | None:
+        """The label of the child running ``folder``'s rollouts (None: none has said yet), for a
+        rollout the scoring process's watchdog stopped (:mod:`.inflight`)."""
+        with self._lock:
+            sandbox = self._children.get(str(folder))
+        return None if sandbox is None else sandbox.label
+
     def _label(self, scored: Scored, sandbox: Sandbox) -> None:
         """The child's confinement on its rollout; a confined child's refused write or read
         named as the boundary's, with the way on (``sandbox_writable``, ``TMPDIR``)."""

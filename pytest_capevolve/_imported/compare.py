@@ -31,8 +31,8 @@ SEEDS_SAID = {
     COMMON: "both runs record the same seed for every trial paired (common random numbers)",
     DIFFER: "the runs record different seeds, so paired trials did not share random numbers (the test "
     "stays valid; it pairs tasks, and is less sensitive)",
-    NOT_SHOWN: "common trial seeds are not shown (a file records none), so the trials are not known to "
-    "share random numbers",
+    NOT_SHOWN: "common trial seeds are not shown (no trial measured in both runs has its seed in both "
+    "files), so the trials are not known to share random numbers",
 }
 
 

@@ -20,7 +20,7 @@ split_val: 0.5                     # the gate reads val only
 split_test: 0.3                    # sealed: scored once, by `pytest --capevolve-finalize .`
 num_trials: 3                      # trials per task; trial k runs with seed base_seed + k
 base_seed: 100
-rollout_timeout_s: 60              # a slower rollout is an infra error: missing data, never a 0
+rollout_timeout_s: 60              # a slower rollout is the candidate's failure: a 0, never paid again
 gate_mode: exact                   # a calibrated paired test: at most gate_alpha of null candidates accepted
 gate_alpha: 0.05
 max_metric_calls: 5000             # a ceiling: a session that would pay more is refused before paying

@@ -316,8 +316,9 @@ class Persistence:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        if error:
-            self.tally.dead_workers.append((node.gateway.id, str(error)))
+        if error:  # xdist gives the worker's whole traceback: its last line says what happened
+            said = [line for line in str(error).splitlines() if line.strip()]
+            self.tally.dead_workers.append((node.gateway.id, said[-1].strip() if said else str(error)))
 
 
 def ran_without_record(report: pytest.TestReport) -> bool:

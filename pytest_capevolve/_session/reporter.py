@@ -7,6 +7,7 @@ pytest's."""
 
 from __future__ import annotations
 
+import re
 import time
 import weakref
 from collections import Counter
@@ -380,10 +381,15 @@ class CapevolveReporter:
         missing, left_out = len(keys), sum(key in self.deselected for key in keys)
         by = f" by {', '.join(self.deselected_by[:3])}" if self.deselected_by else ""
         deselected = f" ({left_out} deselected{by})" if left_out else ""
-        return [
-            f"{are_missing(missing)}{deselected}; {then}to complete only those, run:",
-            f"  {self.completing()}",
-        ]
+        command = self.completing()
+        lines = [f"{are_missing(missing)}{deselected}; {then}to complete only those, run:", f"  {command}"]
+        new_run = re.sub(r" --capevolve-run-id[= ]\S+", " --capevolve-new-run", command)
+        if self.tally.infra and not recopy and new_run != command:
+            # an adapter or scorer that raised is mended in the harness, which this run refuses
+            lines.append(
+                f"when the fix is to the adapter or its scorer (harness), measure it in a new run: {new_run}"
+            )
+        return lines
 
 
 def _write_sections(tr: Any, sections: list[tuple[str, str]]) -> None:

@@ -277,3 +277,41 @@ def test_a_rollout_item_with_a_skip_mark_is_never_started_ahead(
     result.assert_outcomes(passed=4, failed=8, skipped=12)
     calls = (project / "observed" / "calls.log").read_text().splitlines()
     assert len(calls) == 12 and not any(line.endswith(" careful") for line in calls)
+
+
+ASYNC_HANGING = """
+
+class AsyncHangingAdapter(ToyCalcAdapter):
+    async def run_target(self, task, ctx, *, seed):
+        import asyncio
+
+        if "*" in task.input and Path(ctx).parent.name == "seed":  # candidates/seed/files
+            try:  # the first such rollout to get here hangs, the others answer
+                os.close(os.open(Path(__file__).parent / "observed" / "hung", os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                return super().run_target(task, ctx, seed=seed)
+            await asyncio.sleep(60)  # only the deadline may end it
+        return super().run_target(task, ctx, seed=seed)
+"""
+
+
+def test_an_async_rollout_past_its_deadline_keeps_its_sandbox_childs_label(
+    example, projects, capevolve
+) -> None:
+    """An async adapter's rollout stopped by the scoring process's watchdog ran in its sandbox
+    child, as every other: its record carries that child's label, and the session never says
+    candidate code ran "in the scoring process" (it said so for every such timeout: a newcomer's
+    async agent with a slow candidate read "unconfined … for 38 of 42 rollouts")."""
+    project = example("toy_calc")
+    projects.add_adapter(project, "import os\n" + ASYNC_HANGING, "adapter.py:AsyncHangingAdapter")
+    projects.writable(project, "observed")  # where run_target marks the one rollout that hangs
+    with (project / "capevolve.yaml").open("a") as spec:
+        spec.write("rollout_timeout_s: 5\n")  # the others answer inside it at any load
+    result = capevolve(project)
+    assert result.ret == 0, result.stdout.str()
+    records = projects.rollout_records(project)
+    hung = [r for r in records.values() if r["feedback"].startswith("candidate failure: timeout")]
+    assert len(hung) == 1, hung
+    labels = {r.get("confinement") for r in records.values()}
+    assert len(labels) == 1 and None not in labels, labels  # the hung one's is the others'
+    assert "ran in the scoring process" not in result.stdout.str()

@@ -332,3 +332,54 @@ def test_a_microcase_reject_tried_as_an_accept_names_its_own_basis_to_book(
     code, out, err = run(capsys, *pasted[1:3], str(project), *pasted[3:])  # the project after its tag
     assert code == 0, err
     assert json.loads(out)["basis"] == "micro_test_fail"
+
+
+def test_a_worker_that_dies_at_start_is_named_with_its_error_not_the_first_line_of_a_traceback(
+    example, capevolve, pytester
+):
+    """A worker that cannot start (an ssh gateway whose chdir holds no copy of the project, here a
+    plugin raising on workers) dies with a traceback xdist passes on: each "worker … died" line
+    said only "(Traceback (most recent call last):", never the error that names the way on."""
+    project = example("toy_calc")
+    pytester.makeconftest(
+        "import pytest\n"
+        "def pytest_configure(config):\n"
+        "    if hasattr(config, 'workerinput'):\n"
+        "        raise pytest.UsageError('this worker holds no copy: point chdir at one')\n"
+    )
+    result = capevolve(project, extra=["-n", "1", "--max-worker-restart", "1"])
+    assert result.ret == 12, result.stdout.str()[-3000:]
+    died = [line for line in result.stdout.lines if line.startswith("worker gw0 died")]
+    assert died == [
+        "worker gw0 died (pytest.UsageError: this worker holds no copy: point chdir at one); its rollouts are missing"
+    ], result.stdout.str()[-3000:]
+
+
+RAISING_SCORER = """
+
+class RaisingScorer(ToyCalcAdapter):
+    def score(self, task, rollout):
+        raise KeyError("a bug in the scorer")
+"""
+
+
+def test_a_scorer_that_raised_names_the_new_run_that_measures_its_fix(example, projects, capevolve, pytester):
+    """Every rollout an infra error because the scorer raised: the way on was only "once the cause
+    is fixed … --capevolve-run-id RUN", which, pasted after mending the scorer, is refused (the
+    adapter is harness); the line after it names the new run that measures the mended one."""
+    project = example("toy_calc")
+    projects.add_adapter(project, RAISING_SCORER, "adapter.py:RaisingScorer")
+    first = capevolve(project)
+    assert first.ret == 12, first.stdout.str()[-3000:]
+    text = first.stdout.str()
+    adapter = project / "adapter.py"  # the scorer mended
+    adapter.write_text(
+        adapter.read_text().replace(
+            'raise KeyError("a bug in the scorer")', "return super().score(task, rollout)"
+        )
+    )
+    pinned = pytester.runpytest(*_pasted(text, "to complete only those, run:\n  "))
+    assert pinned.ret == 4 and "the harness changed" in pinned.stdout.str() + pinned.stderr.str()
+    fixed = pytester.runpytest(*_pasted(text, "measure it in a new run: "))
+    assert fixed.ret == 0, fixed.stdout.str()[-3000:]
+    assert " infra" not in fixed.stdout.lines[-1]  # every rollout scored, in the new run

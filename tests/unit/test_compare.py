@@ -339,3 +339,12 @@ def test_a_margin_no_run_could_show_on_these_tasks_says_so() -> None:
     big, worse = _ties_but(300, 30)  # reachable at 300 tasks: a reject on the evidence, no hint
     said = compare_runs(big, [worse], CompareSettings(margin=-0.05)).pairs[0].verdict.reason
     assert "cannot be shown here" not in said
+
+
+def test_seeds_not_shown_for_lack_of_paired_trials_does_not_say_a_file_records_none() -> None:
+    """Both files had a seed column on every row, but no trial was valid in both (every one of the
+    candidate's errored): the answer said "(a file records none)", which was false."""
+    base = run_of({"a": [1.0], "b": [0.0]}, seed="7")
+    errored = run_of({"a": [None], "b": [None]}, label="cand", seed="7")
+    said = " ".join(compare_runs(base, [errored], CompareSettings()).promises()["do_not_hold"])
+    assert "common trial seeds are not shown" in said and "a file records none" not in said

@@ -102,3 +102,14 @@ def test_every_bundled_example_ignores_what_a_run_writes_as_an_init_project_does
     assert len(examples) >= 4
     for spec in examples:
         assert (spec.parent / ".gitignore").read_text() == FILES[".gitignore"], spec.parent
+
+
+def test_the_spec_init_writes_says_what_a_timeout_is_as_the_reference_does() -> None:
+    """A slow rollout is the candidate's failure, a 0 never paid again (reference/spec.md,
+    explanation/candidate-failures.md); the spec's comment once called it an infra error, so a
+    newcomer reading only the file they were given expected missing data paid again."""
+    spec = FILES["capevolve.yaml"]
+    line = next(line for line in spec.splitlines() if line.startswith("rollout_timeout_s:"))
+    comment = line.split("#", 1)[1]
+    assert "candidate's failure" in comment and "a 0" in comment
+    assert "infra" not in comment and "missing data" not in comment
