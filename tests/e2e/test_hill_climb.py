@@ -279,8 +279,8 @@ def json_lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_a_hanging_optimizer_is_killed_at_the_timeout(example, capsys):
-    project = example("toy_calc")
+def test_a_hanging_optimizer_is_killed_at_the_timeout(toy_calc_baseline, capsys):
+    project = toy_calc_baseline  # the loop starts after the seed's session, which it reuses
     (project / "hang.py").write_text(
         "import os, sys, time\n"
         "open(os.path.join(sys.argv[1], 'hang.pid'), 'w').write(str(os.getpid()))\n"
@@ -310,13 +310,13 @@ def test_a_hanging_optimizer_is_killed_at_the_timeout(example, capsys):
 
 
 def test_hill_climb_after_a_one_shot_gate_loops_at_the_runs_frozen_schedule_and_says_so(
-    example, capevolve, capsys
+    toy_calc_baseline, capevolve, capsys
 ):
     """The tutorial's path: a one-shot gate froze the run's gate settings at `constant`, then
     hill-climb on the same run. It passed its own schedule to every gate, each refused (exit 3,
     and --resume failed the same way forever); it now loops at what the run froze, and says
     what that costs and how to get the loop's schedule."""
-    project = example("toy_calc")
+    project = toy_calc_baseline  # the seed's session done: the one-shot gate reuses it
     assert capevolve(project, "careful", gate=True).ret in (0, 10)
     optimizer = f"{PY} optimizer.py {{workdir}} {{prompt}}"
 
@@ -349,11 +349,11 @@ def test_hill_climb_after_an_agents_work_copy_takes_the_next_free_tag(example, c
     assert (run_dir(project) / "work" / "cand_0001").is_dir()  # the agent's copy is left alone
 
 
-def test_an_optimizer_that_fails_three_times_in_a_row_stops_the_loop(example, capsys):
+def test_an_optimizer_that_fails_three_times_in_a_row_stops_the_loop(toy_calc_baseline, capsys):
     """A new user's trap: a wrong --optimizer failed every iteration, each booked an unchanged copy
     (a repeat), and the loop went on to --max-iterations, paying the optimizer each time. Three
     failures in a row stop it, saying what the last one said and the way on."""
-    project = example("toy_calc")
+    project = toy_calc_baseline  # the loop starts after the seed's session, which it reuses
     broken = f"{PY} -c 'import sys; sys.exit(\"no such model\")' {{workdir}}"
     code, summary, err = hill_climb(capsys, project, "--optimizer", broken, "--max-iterations", "6")
     assert code == 0, err

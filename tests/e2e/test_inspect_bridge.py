@@ -11,11 +11,14 @@ this test process."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
 
-pytest.importorskip("inspect_ai", reason="needs the `inspect` extra (the compat venvs install only the core)")
+# asked without importing it: the session runs in a child process, and every xdist worker collects this file
+if importlib.util.find_spec("inspect_ai") is None:
+    pytest.skip("needs the `inspect` extra (the compat venvs install only the core)", allow_module_level=True)
 
 # every sandbox child imports inspect_ai (seconds): one session, the batched mode over xdist
 BATCHED_OVER_XDIST = ["-n", "2", "--capevolve-concurrency", "8"]

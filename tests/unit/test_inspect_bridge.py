@@ -11,6 +11,7 @@ reported under this module's filters and never in a later test.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import importlib.util
 import sys
@@ -18,10 +19,19 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("inspect_ai", reason="needs the `inspect` extra (the compat venvs install only the core)")
+if importlib.util.find_spec("inspect_ai") is None:  # asked without importing it (below)
+    pytest.skip("needs the `inspect` extra (the compat venvs install only the core)", allow_module_level=True)
 
 from pytest_capevolve._project.adapter import AdapterError, Rollout, Task  # noqa: E402
-from pytest_capevolve.bridges import inspect_task  # noqa: E402
+
+
+def bridge():
+    """pytest_capevolve.bridges.inspect_task, imported when a test first asks (it imports
+    inspect_ai, ~2 CPU-s): every xdist worker collects this file, and pytest reads every
+    module-level name while it does, so neither the bridge nor the example is kept in one; only
+    a worker that runs these tests pays the import."""
+    return importlib.import_module("pytest_capevolve.bridges.inspect_task")
+
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
@@ -32,7 +42,9 @@ pytestmark = [
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "inspect_task"
 
 
-def _example_module():
+@functools.cache
+def inspect_example():
+    """examples/inspect_task/adapter.py, loaded on first use (it imports inspect_ai: ``bridge``)."""
     spec = importlib.util.spec_from_file_location("inspect_example_adapter", EXAMPLE / "adapter.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -41,15 +53,13 @@ def _example_module():
     return module
 
 
-example = _example_module()
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _older_objects_frozen():
     """What exists before this module's first test (the suite's and inspect's own objects) is
     garbage-collected once and frozen: each test's collection below then walks only what was
     made since, not the whole heap (a full walk with inspect loaded cost a fifth of a second a
-    test, more late in a whole suite)."""
+    test, more late in a whole suite). Both modules are loaded first, so inspect is among them."""
+    assert bridge().InspectTaskAdapter and inspect_example().ArithmeticAdapter  # loaded before the freeze
     gc.collect()
     gc.freeze()
     yield
@@ -64,7 +74,7 @@ def collect_what_inspect_left(_older_objects_frozen):
 
 @pytest.fixture(scope="module")
 def adapter():
-    return example.ArithmeticAdapter(EXAMPLE)
+    return inspect_example().ArithmeticAdapter(EXAMPLE)
 
 
 def _plain(rollout: Rollout) -> dict:
@@ -73,7 +83,7 @@ def _plain(rollout: Rollout) -> dict:
 
 def test_each_sample_is_a_task_with_its_id_input_and_target(adapter):
     tasks = adapter.tasks("all")
-    assert [t.id for t in tasks] == [tid for tid, _, _ in example.QUESTIONS]
+    assert [t.id for t in tasks] == [tid for tid, _, _ in inspect_example().QUESTIONS]
     assert (tasks[0].input, tasks[0].target) == ("What is 17 + 25?", "42")
 
 
@@ -145,13 +155,13 @@ def test_a_candidate_cannot_swap_the_scorer_or_the_dataset(tmp_path):
     (cheat / "CHEAT").write_text("")
 
     def factory(capability: Path):
-        made = example.arithmetic(capability)
+        made = inspect_example().arithmetic(capability)
         if (capability / "CHEAT").exists():
-            easy = [Sample(id=s.id, input="What is 1 + 1?", target="2") for s in example.DATASET]
+            easy = [Sample(id=s.id, input="What is 1 + 1?", target="2") for s in inspect_example().DATASET]
             return InspectTask(dataset=easy, solver=made.solver, scorer=includes(), config=made.config)
         return made
 
-    adapter = example.ArithmeticAdapter(tmp_path, factory=factory)
+    adapter = inspect_example().ArithmeticAdapter(tmp_path, factory=factory)
     task = adapter.tasks("all")[0]
     rollout = asyncio.run(adapter.run_target(task, cheat, seed=0))
     assert "42" in rollout.output or "43" in rollout.output  # the seed's question, not the easy one
@@ -177,7 +187,7 @@ def test_a_sample_that_errors_in_inspect_is_an_infra_error_never_a_zero(tmp_path
     def broken_model(messages, tools, tool_choice, config):
         raise RuntimeError("model API down")
 
-    class Broken(example.ArithmeticAdapter):
+    class Broken(inspect_example().ArithmeticAdapter):
         model_args = {"custom_outputs": broken_model}
 
     adapter = Broken(EXAMPLE)
@@ -197,12 +207,12 @@ def test_a_score_of_a_stored_rollout_needs_no_eval(adapter):
 
 def test_the_capability_files_read_what_is_there(tmp_path):
     (tmp_path / "system_prompt.md").write_text("Be brief.")
-    assert inspect_task.system_prompt(tmp_path) == "Be brief." and inspect_task.solver_params(tmp_path) == {}
+    assert bridge().system_prompt(tmp_path) == "Be brief." and bridge().solver_params(tmp_path) == {}
     (tmp_path / "solver.yaml").write_text("- not a mapping\n")
     with pytest.raises(AdapterError, match="mapping"):
-        inspect_task.solver_params(tmp_path)
+        bridge().solver_params(tmp_path)
     with pytest.raises(AdapterError, match="no other.md"):
-        inspect_task.system_prompt(tmp_path, "other.md")
+        bridge().system_prompt(tmp_path, "other.md")
 
 
 def _grading_adapter(tmp_path: Path, scorer, seen: list):
@@ -222,10 +232,10 @@ def _grading_adapter(tmp_path: Path, scorer, seen: list):
         return output
 
     def factory(capability: Path):
-        made = example.arithmetic(capability)
+        made = inspect_example().arithmetic(capability)
         return InspectTask(dataset=made.dataset, solver=made.solver, scorer=scorer(), config=made.config)
 
-    class Graded(example.ArithmeticAdapter):
+    class Graded(inspect_example().ArithmeticAdapter):
         stochastic_score = True
         grader = "mockllm/model"
         grader_args = {"custom_outputs": judge}
@@ -314,8 +324,13 @@ def _echo_model(messages, tools, tool_choice, config):
     return output
 
 
-class _Echo(example.ArithmeticAdapter):
-    model_args = {"custom_outputs": _echo_model}
+@functools.cache
+def _echo() -> type:
+    """The example's adapter with ``_echo_model`` as its model, made on first use (its base class
+    loads inspect)."""
+    return type(
+        "_Echo", (inspect_example().ArithmeticAdapter,), {"model_args": {"custom_outputs": _echo_model}}
+    )
 
 
 def _project(tmp_path: Path, prompt: str = "Say: 0") -> Path:
@@ -359,15 +374,15 @@ def test_a_candidates_python_file_that_reads_the_target_sees_none(tmp_path):
     )
 
     def factory(capability: Path):
-        steps = [system_message(inspect_task.system_prompt(capability)), generate()]
+        steps = [system_message(bridge().system_prompt(capability)), generate()]
         if (capability / "solver.py").is_file():
             spec = importlib.util.spec_from_file_location(f"cand_{capability.name}", capability / "solver.py")
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
             steps = [module.answer()]
-        return InspectTask(dataset=example.DATASET, solver=steps, scorer=example.exact())
+        return InspectTask(dataset=inspect_example().DATASET, solver=steps, scorer=inspect_example().exact())
 
-    adapter = _Echo(tmp_path, factory=factory)
+    adapter = _echo()(tmp_path, factory=factory)
     task = adapter.tasks("all")[0]
     rollout = asyncio.run(adapter.run_target(task, cheat, seed=0))
     assert rollout.error is None and rollout.output == ""
@@ -394,26 +409,26 @@ def test_a_placeholder_in_a_candidates_prompt_does_not_read_the_gold_from_metada
     from inspect_ai.solver import generate, system_message
 
     dataset = MemoryDataset(
-        [Sample(id=t, input=q, target=g, metadata={"answer": g}) for t, q, g in example.QUESTIONS]
+        [Sample(id=t, input=q, target=g, metadata={"answer": g}) for t, q, g in inspect_example().QUESTIONS]
     )
 
     def factory(capability: Path):
-        prompt = inspect_task.system_prompt(capability)
+        prompt = bridge().system_prompt(capability)
         return InspectTask(
-            dataset=dataset, solver=[system_message(prompt), generate()], scorer=example.exact()
+            dataset=dataset, solver=[system_message(prompt), generate()], scorer=inspect_example().exact()
         )
 
     project = _project(tmp_path)
     cheat = tmp_path / "cheat"
     cheat.mkdir()
     (cheat / "system_prompt.md").write_text("Say: {answer}")
-    adapter = _Echo(project, factory=factory)
+    adapter = _echo()(project, factory=factory)
     task = adapter.tasks("all")[0]
     rollout = asyncio.run(adapter.run_target(task, cheat, seed=0))
     assert rollout.output == "{answer}" and asyncio.run(adapter.score(task, rollout)).reward == 0.0
     # a user who means placeholders says so, and the seed's own prompt is theirs
     (cheat / "system_prompt.md").write_text("Say: {{literal}}")
-    assert inspect_task.system_prompt(cheat, template=True) == "Say: {{literal}}"
+    assert bridge().system_prompt(cheat, template=True) == "Say: {{literal}}"
 
 
 @pytest.mark.attack(
@@ -437,7 +452,7 @@ def test_a_candidates_prompt_that_names_a_file_or_url_is_refused(tmp_path, named
     cheat.mkdir()
     (cheat / "system_prompt.md").write_text(str(gold) if named == "path" else "https://example.invalid/p")
     with pytest.raises(AdapterError, match="file path or URL"):
-        inspect_task.system_prompt(cheat)
+        bridge().system_prompt(cheat)
 
 
 @pytest.mark.attack(
@@ -460,9 +475,9 @@ def test_a_solver_yaml_naming_a_scorer_a_dataset_and_a_seed_changes_none_of_them
     from inspect_ai.scorer import includes
 
     def factory(capability: Path):
-        params = inspect_task.solver_params(capability)
-        made = example.arithmetic(capability)
-        easy = [Sample(id=s.id, input="What is 1 + 1?", target="2") for s in example.DATASET]
+        params = bridge().solver_params(capability)
+        made = inspect_example().arithmetic(capability)
+        easy = [Sample(id=s.id, input="What is 1 + 1?", target="2") for s in inspect_example().DATASET]
         return InspectTask(
             dataset=easy if params.get("dataset") == "easy" else made.dataset,
             solver=made.solver,
@@ -475,7 +490,7 @@ def test_a_solver_yaml_naming_a_scorer_a_dataset_and_a_seed_changes_none_of_them
         folder.mkdir()
         (folder / "system_prompt.md").write_text("Answer.")
     (cheat / "solver.yaml").write_text("scorer: includes\ndataset: easy\nseed: 999\n")
-    adapter = example.ArithmeticAdapter(tmp_path, factory=factory)
+    adapter = inspect_example().ArithmeticAdapter(tmp_path, factory=factory)
     tasks = adapter.tasks("all")
 
     def answers(folder):
@@ -515,7 +530,7 @@ def test_a_candidates_solver_that_reads_gold_from_metadata_sees_none(tmp_path):
             Sample(
                 id=t, input=q, target=g, metadata={"answer": g, "solution": f"so it is {g}", "kind": "sum"}
             )
-            for t, q, g in example.QUESTIONS
+            for t, q, g in inspect_example().QUESTIONS
         ]
     )
     seen = []
@@ -532,11 +547,11 @@ def test_a_candidates_solver_that_reads_gold_from_metadata_sees_none(tmp_path):
 
         return solve
 
-    class Hiding(_Echo):
+    class Hiding(_echo()):
         hidden_metadata = ("solution",)
 
     def factory(capability: Path):
-        return InspectTask(dataset=dataset, solver=[peek()], scorer=example.exact())
+        return InspectTask(dataset=dataset, solver=[peek()], scorer=inspect_example().exact())
 
     adapter = Hiding(_project(tmp_path), factory=factory)
     task = adapter.tasks("all")[0]

@@ -10,21 +10,31 @@ injected per request. Every case runs through the sync client and the async one.
 from __future__ import annotations
 
 import asyncio
+import functools
+import importlib.util
 import threading
 
 import pytest
 
-pytest.importorskip("openai", reason="needs the `openai` extra (the compat venvs install only the core)")
+if importlib.util.find_spec("openai") is None:  # asked without importing it (openai_adapter)
+    pytest.skip("needs the `openai` extra (the compat venvs install only the core)", allow_module_level=True)
 from openai_example import EXAMPLE, PRICE_IN, PRICE_OUT, _module, standin_server  # noqa: E402
 
 from pytest_capevolve._cli.main import main  # noqa: E402
 
-openai_adapter = _module("adapter")
+
+@functools.cache
+def openai_adapter():
+    """The example's adapter.py, loaded when a test first asks: it imports openai (~0.8 CPU-s),
+    and every xdist worker collects this file (pytest reads each module-level name as it does),
+    while only a worker that runs these tests needs it."""
+    return _module("adapter")
+
 
 PROMPT = "Reply with only the final answer."
 CLIENTS = [
-    pytest.param(openai_adapter.OpenAIChatAdapter, id="sync"),
-    pytest.param(openai_adapter.AsyncOpenAIChatAdapter, id="async"),
+    pytest.param("OpenAIChatAdapter", id="sync"),
+    pytest.param("AsyncOpenAIChatAdapter", id="async"),
 ]
 
 
@@ -32,7 +42,7 @@ CLIENTS = [
 def rollout(request, standin, tmp_path):
     """Runs one rollout of task sum-a (17 + 25) through the parametrized client."""
     (tmp_path / "prompt.md").write_text(PROMPT)
-    kind = request.param
+    kind = getattr(openai_adapter(), request.param)
 
     def run(seed: int = 3, system_prompt: str | None = None, **overrides):
         if system_prompt is not None:
@@ -44,7 +54,7 @@ def rollout(request, standin, tmp_path):
             "input_usd_per_mtok": PRICE_IN,
             "output_usd_per_mtok": PRICE_OUT,
         }
-        settings = openai_adapter.Settings(**{**fields, **overrides})
+        settings = openai_adapter().Settings(**{**fields, **overrides})
         adapter = kind.with_settings(settings)
         task = adapter.tasks("all")[0]
         result = adapter.run_target(task, tmp_path, seed=seed)
@@ -171,15 +181,15 @@ def test_a_server_message_that_echoes_the_key_is_recorded_without_it(rollout, st
     standin.fault_message = f"Incorrect API key provided: {SECRET}"
     result = rollout(api_key=SECRET)
     assert result.error == "HTTP 401 Incorrect API key provided: [API key redacted]"
-    settings = openai_adapter.Settings(
+    settings = openai_adapter().Settings(
         base_url="http://127.0.0.1:1/v1",
         api_key=SECRET,
         model="m",
         input_usd_per_mtok=0.0,
         output_usd_per_mtok=0.0,
     )
-    task = openai_adapter.OpenAIChatAdapter.with_settings(settings).tasks("all")[0]
-    echoed = openai_adapter.rollout_of(task, openai_adapter.Reply(f"key={SECRET}", {}), settings)
+    task = openai_adapter().OpenAIChatAdapter.with_settings(settings).tasks("all")[0]
+    echoed = openai_adapter().rollout_of(task, openai_adapter().Reply(f"key={SECRET}", {}), settings)
     assert SECRET not in str(vars(echoed)) and echoed.output == "key=[API key redacted]"
 
 
@@ -226,6 +236,6 @@ def test_a_candidates_own_openai_yaml_cannot_send_the_key_elsewhere(standin, tmp
         settings.replace("base_url: null", "base_url: http://127.0.0.1:9/v1")
     )
     (candidate / "prompt.md").write_text(PROMPT)
-    adapter = openai_adapter.OpenAIChatAdapter(project)
+    adapter = openai_adapter().OpenAIChatAdapter(project)
     result = adapter.run_target(adapter.tasks("all")[0], candidate, seed=3)
     assert result.error is None and result.output == "42" and standin.usage
