@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import Any
 
 from .landlock import Boundary, Confinement, confine
 
@@ -100,6 +101,24 @@ def no_typing() -> bool:
     fprog = Program(len(program), instructions)
     libc = ctypes.CDLL(None, use_errno=True)
     return libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) == 0  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+
+
+def confined(boundary: dict[str, Any] | None) -> Confinement:
+    """This process confined to ``boundary`` (a :class:`Boundary`'s JSON), or why not: a kernel
+    without Landlock, ``CAPEVOLVE_LANDLOCK=off``, or a rule the kernel refused — then the process
+    runs unconfined and its rollouts say so, never a failure. Confined, it also refuses itself
+    ``TIOCSTI`` (the launcher's seccomp filter): its session of its own leaves it no controlling
+    terminal, but a process with CAP_SYS_ADMIN (root, as in many containers) may type into any
+    terminal it opens by path."""
+    if boundary is None:
+        return Confinement(False, 0, "the scoring process gave no boundary")
+    try:
+        state = confine(Boundary.from_json(boundary))
+    except (OSError, ValueError) as exc:  # nothing was applied: confine() restricts last
+        return Confinement(False, 0, f"the kernel refused the boundary: {exc}")
+    if state.confined:
+        no_typing()
+    return state
 
 
 def main(args: list[str] | None = None) -> None:

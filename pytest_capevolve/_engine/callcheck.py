@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .._confine.launch import confined
+
 
 def _call(request: dict[str, Any]) -> dict[str, Any]:
     folder = Path.cwd()
@@ -39,26 +41,9 @@ def _call(request: dict[str, Any]) -> dict[str, Any]:
     return {"value": json.loads(json.dumps(value, default=repr))}
 
 
-def _confine(boundary: dict[str, Any] | None) -> None:
-    """This process inside the sandbox child's boundary before any byte of the candidate runs, as
-    a sandbox child confines itself (:func:`.sandbox_child.confined`): where the kernel offers no
-    Landlock (or refuses the rules) it runs unconfined, as the session's children do."""
-    from .._confine.landlock import Boundary, confine
-    from .._confine.launch import no_typing
-
-    if boundary is None:
-        return
-    try:
-        state = confine(Boundary.from_json(boundary))
-    except (OSError, ValueError):  # nothing was applied: confine() restricts last
-        return
-    if state.confined:
-        no_typing()
-
-
 def main() -> None:
     request = json.loads(sys.stdin.read())
-    _confine(request.get("boundary"))
+    confined(request.get("boundary"))  # the sandbox child's boundary, before any candidate byte runs
     with contextlib.redirect_stdout(sys.stderr):
         result = _call(request)
     sys.stdout.write(json.dumps(result) + "\n")

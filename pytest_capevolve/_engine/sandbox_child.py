@@ -25,8 +25,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._confine.landlock import Boundary, Confinement, confine
-from .._confine.launch import no_typing
+from .._confine.launch import confined
 from .._project.adapter import Rollout, Task, load_adapter, load_tasks
 from .rollout_output import CURRENT, RolloutOutput, RoutedStream
 from .runner import (
@@ -202,24 +201,6 @@ class Child:
             fields = {name: plain(getattr(rollout, name)) for name in ("output", "trace", "tool_calls")}
             fields["metadata"] = plain(rollout.metadata)
             return dumps(Rollout(**{**vars(rollout), **fields}))
-
-
-def confined(boundary: dict[str, Any] | None) -> Confinement:
-    """This process confined to ``boundary`` (a :class:`Boundary`'s JSON), or why not: a kernel
-    without Landlock, ``CAPEVOLVE_LANDLOCK=off``, or a rule the kernel refused — then the process
-    runs unconfined and its rollouts say so, never a failure. Confined, it also refuses itself
-    ``TIOCSTI`` (the launcher's seccomp filter): its session of its own leaves it no controlling
-    terminal, but a process with CAP_SYS_ADMIN (root, as in many containers) may type into any
-    terminal it opens by path."""
-    if boundary is None:
-        return Confinement(False, 0, "the scoring process gave no boundary")
-    try:
-        state = confine(Boundary.from_json(boundary))
-    except (OSError, ValueError) as exc:  # nothing was applied: confine() restricts last
-        return Confinement(False, 0, f"the kernel refused the boundary: {exc}")
-    if state.confined:
-        no_typing()
-    return state
 
 
 class _PlainWatch(pickle.Pickler):
