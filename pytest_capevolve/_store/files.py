@@ -225,10 +225,11 @@ def loads_bytes(raw: bytes) -> Any:
     return json.loads(raw)
 
 
-def read_run_json(path: Path, fix: str) -> Any:
-    """:func:`read_json`; a damaged file raises :class:`RunDirError` naming it and ``fix``."""
+def read_run_json(path: Path, fix: str, data: bytes | None = None) -> Any:
+    """:func:`read_json` (of ``data``, the file's bytes already read, if given); a damaged file raises
+    :class:`RunDirError` naming it and ``fix``."""
     try:
-        return read_json(path)
+        return read_json(path) if data is None else json.loads(data.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
         raise RunDirError(f"{path}: damaged, not readable JSON ({exc}); {fix}") from None
 

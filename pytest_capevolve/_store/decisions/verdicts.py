@@ -53,10 +53,11 @@ class Verdicts:
 
     def checked(self, tag: str) -> dict[str, Any] | None:
         """The verdict a decision may rest on; an edited or unlogged file raises RunDirError."""
-        found = self.verdict(tag)
-        if found is None:
-            return None
         path = self.verdict_path(tag)
+        if not path.is_file():
+            return None
+        data = path.read_bytes()  # one read: the bytes parsed are the bytes held to the log
+        found = _verdict_object(path, data)
         logged = [e for e in self.log.of_kinds(VERDICT) if e.get("tag") == tag]
         if not logged:
             raise RunDirError(f"{path}: no gate logged a verdict for {tag!r}: not the run's; delete it")
@@ -66,7 +67,7 @@ class Verdicts:
         )
         event = logged[-1]
         if "sha256" in event:
-            intact = hashlib.sha256(path.read_bytes()).hexdigest() == event["sha256"]
+            intact = hashlib.sha256(data).hexdigest() == event["sha256"]
         else:
             intact = all(found.get(k) == event.get(k) for k in _LOGGED)
         if not intact:
@@ -95,8 +96,8 @@ class Verdicts:
         return {path.stem: _verdict_object(path) for path in sorted(self.folder.glob("*.json"))}
 
 
-def _verdict_object(path: Path) -> dict[str, Any]:
-    found = read_run_json(path, _FIX)
+def _verdict_object(path: Path, data: bytes | None = None) -> dict[str, Any]:
+    found = read_run_json(path, _FIX, data)
     if not isinstance(found, dict):
         raise RunDirError(f"{path}: damaged, not a JSON object ({type(found).__name__}); {_FIX}")
     return found
