@@ -20,6 +20,7 @@ from .basis import Basis
 from .verdict import ACCEPT, REJECT, Verdict
 
 UNDECIDED = "undecided"
+FOLLOWED = "followed"  # a null control that stopped with the candidates, without a crossing of its own
 # Share of the gate's α the efficacy e-process crosses at: all of it, the exhaustion test being jointly
 # calibrated; it costs that test ≤ 0.02 power at 5 trials per task, 0.062 at 1 (benchmarks/sequential.py;
 # the stated bound is 0.08, tests/calibration/test_sequential_power.py).
@@ -153,6 +154,19 @@ def exhausted_verdict(verdict: Verdict, decision: SequentialDecision, p_joint: F
             details={**verdict.details, "sequential": numbers},
         )
     return replace(verdict, reason=verdict.reason + note, details={**verdict.details, "sequential": numbers})
+
+
+def followed_verdict(verdict: Verdict, tasks: int) -> Verdict:
+    """A null control stopped once the candidates were decided: its exhaustion verdict on the ``tasks`` it
+    completed (its Δ̄ there is the null floor's), said so. A shorter prefix makes its |Δ̄| noisier, the floor
+    stricter: the floor only turns accepts into rejects."""
+    sequential = {**verdict.details.get("sequential", {}), "outcome": FOLLOWED, "followed_tasks": tasks}
+    total = sequential.get("tasks_total")
+    return replace(
+        verdict,
+        reason=f"followed the candidates: stopped with them after {tasks} of {total} tasks; {verdict.reason}",
+        details={**verdict.details, "sequential": sequential},
+    )
 
 
 def undecided_verdict(verdict: Verdict, decision: SequentialDecision) -> Verdict:

@@ -11,6 +11,8 @@ import hmac
 from collections.abc import Iterable, Sequence
 
 DERIVATION = "hmac-sha256(hmac-sha256(secret + nonce, 'capevolve-sequential-order:' + content_hash), task_id)"
+# a null control's (and the best's) order: the session's, made of the candidates' orders
+INTERLEAVED = "interleaved(the candidates' orders): position by position, each task at its first appearance"
 
 
 def commitment(secret: bytes) -> str:

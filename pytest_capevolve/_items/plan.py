@@ -63,8 +63,9 @@ class EvalPlan:
     # being paid right now by another live session (its claim): not owed here, waited for
     awaited: set[tuple[str, str, str, int]] | set[RolloutKey] = field(default_factory=set)
     block: int = 0  # the replicate block evaluated (--capevolve-block; 0 is the usual one)
-    # --capevolve-sequential: the item order (every gated tag's order, interleaved), each gated
-    # tag's own task order (from its bytes and the run's secret), this session's stop-marker token
+    # --capevolve-sequential: the item order (the candidates' orders, interleaved; the best and the
+    # null controls take it), each candidate's own task order (from its bytes and the run's secret),
+    # this session's stop-marker token
     order: list[str] | None = None
     orders: dict[str, list[str]] | None = None
     sequential: str | None = None

@@ -271,7 +271,7 @@ def plan_evaluation(
         block=block,
     )
     if gate.sequential:
-        _sequential_orders(rundir, plan, planned, best, task_ids)
+        _sequential_orders(rundir, plan, planned, [best, *null_tags], task_ids)
     plan.live = uuid.uuid4().hex
     markers.create_live(rundir.root, plan.live)
     waiting_on = sorted({claimed[k] for k in plan.awaited})
@@ -470,14 +470,15 @@ def _null_controls(
 
 
 def _sequential_orders(
-    rundir: RunDir, plan: EvalPlan, planned: list[PlannedCandidate], best: str, task_ids: list[str]
+    rundir: RunDir, plan: EvalPlan, planned: list[PlannedCandidate], followers: list[str], task_ids: list[str]
 ) -> None:
-    """Each gated tag's order, fixed by its bytes, the run's secret and a nonce drawn now, so no one can
-    compute it in advance."""
+    """Each candidate's order, fixed by its bytes, the run's secret and a nonce drawn now, so no one can
+    compute it in advance; the item order interleaves them. The best and its null controls (``followers``:
+    copies of it, nothing to gain from an order) take that session order."""
     from .._decide.task_order import interleaved, task_order
 
     secret = rundir.order_secret.read()
-    gated = [c for c in planned if c.tag != best]
+    gated = [c for c in planned if c.tag not in followers]
     nonces = rundir.order_secret.nonces([c.content_hash for c in gated])
     plan.orders = {
         c.tag: task_order(task_ids, secret, c.content_hash, bytes.fromhex(nonces[c.content_hash]))

@@ -1,10 +1,13 @@
 """The sequential gate session role (``--capevolve-sequential``): stop paying once decided.
 
-Controller only. Each gated tag sees val in its own secret-derived order (:mod:`..decide.task_order`). A task
-complete on both sides, with every task before it in that order, feeds its paired delta to the tag's
-e-processes; a decided tag's remaining items skip (in-process via :attr:`..items.EvalContext.stopped`, on
-workers via the stop marker), the best's too once all are decided. Feeding in the tag's order, never
-completion order, keeps the bets predictable (speed could depend on the outcome)."""
+Controller only. Each candidate sees val in its own secret-derived order (:mod:`..decide.task_order`); the
+null controls (copies of the best) take the session's order, the candidates' interleaved. A task complete on
+both sides, with every task before it in that order, feeds its paired delta to the tag's e-processes; a
+decided tag's remaining items skip (in-process via :attr:`..items.EvalContext.stopped`, on workers via the
+stop marker). Once every candidate is decided, a null control that has not crossed follows them: it stops
+when the session's order is complete for it up to the last task of their decided prefixes (its floor read
+on those tasks), and the best with it. Feeding in the tag's order, never completion order, keeps the bets
+predictable (speed could depend on the outcome)."""
 
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ class SequentialGate:
     best: str
     gated: list[str]  # candidates and null controls, each gated against the best
     alphas: dict[str, Fraction]  # each gated tag's α (its share of the round's)
+    nulls: list[str] = field(default_factory=list)  # the gated tags that are null controls
     trials: dict[tuple[str, str], dict[int, float | None]] = field(default_factory=dict)
     decisions: dict[str, seqgate.SequentialDecision] = field(default_factory=dict)
     stopped: set[str] = field(default_factory=set)
@@ -115,8 +119,28 @@ class SequentialGate:
         means = [(self._mean(tag, task_id), self._mean(self.best, task_id)) for task_id in task_ids]
         return [cand - best for cand, best in means if cand is not None and best is not None]
 
-    def track(self, tag: str) -> seqgate.SequentialDecision:
-        seen = self.seen(tag)
+    def horizon(self) -> list[str] | None:
+        """Once every candidate is decided: the session's order up to the last task of their decided
+        prefixes, what a null control completes before it follows them (None before)."""
+        candidates = [t for t in self.gated if t not in self.nulls]
+        if not candidates or not all(t in self.decisions and self.decisions[t].decided for t in candidates):
+            return None
+        needed = {t for c in candidates for t in self.prefix(c, self.decisions[c].state.tasks)}
+        order = self.order(self.best)
+        return order[: max((i + 1 for i, t in enumerate(order) if t in needed), default=0)]
+
+    def judged(self, tag: str) -> tuple[seqgate.SequentialDecision, list[str] | None]:
+        """The tag's decision as its verdict reads it, and the horizon a null control followed the candidates
+        to (None when it did not). A null that completed the horizon is read on it alone, a crossing there its
+        own: what workers ran past it does not change its verdict."""
+        horizon = self.horizon() if tag in self.nulls else None
+        if horizon is None or len(self.seen(tag)) < len(horizon):
+            return self.track(tag), None
+        decision = self.track(tag, horizon)
+        return decision, None if decision.decided else horizon
+
+    def track(self, tag: str, seen: list[str] | None = None) -> seqgate.SequentialDecision:
+        seen = self.seen(tag) if seen is None else seen
         return seqgate.track(
             self.deltas(tag, seen),
             alpha=seqgate.split(self.alphas[tag]),
@@ -134,11 +158,11 @@ class SequentialGate:
             if decision.decided and tag not in self.stopped:
                 self.stopped.add(tag)
                 changed = True
-        if (
-            self.gated
-            and all(t in self.decisions and self.decisions[t].decided for t in self.gated)
-            and self.best not in self.stopped
-        ):
+        for tag in [t for t in self.nulls if t not in self.stopped]:
+            if self.judged(tag)[1] is not None:  # the candidates are decided, its floor read on their tasks
+                self.stopped.add(tag)
+                changed = True
+        if self.gated and all(t in self.stopped for t in self.gated) and self.best not in self.stopped:
             self.stopped.add(self.best)
             changed = True
         if changed:
@@ -154,10 +178,10 @@ class SequentialGate:
         exhausted: the exact test at the α left; interrupted: "undecided" with the current e-values."""
 
         def one(tag: str, floor: list[float | Fraction] | None) -> Verdict:
-            decision = self.track(tag)
+            decision, followed = self.judged(tag)
             level = replace(config, alpha=decision.alpha.alpha)
             early = decision.decided or interrupted
-            seen = self.prefix(tag, decision.state.tasks) if early else self.plan.task_ids
+            seen = self.prefix(tag, decision.state.tasks) if early else followed or self.plan.task_ids
             evidence = Evidence.of_run(self.spec, self.rundir, by_tag, seen, self.plan.num_trials)
             verdict = evidence.judge(tag, self.best, level, floor)
             if decision.decided:
@@ -165,22 +189,29 @@ class SequentialGate:
             if interrupted:
                 return seqgate.undecided_verdict(verdict, decision)
             numerator, denominator = seq.exhaustion_p(
-                np.asarray(self.deltas(tag, self.order(tag))),
+                np.asarray(self.deltas(tag, followed or self.order(tag))),
                 alpha_efficacy=float(decision.alpha.efficacy),
                 n_resamples=seqgate.EXHAUSTION_RESAMPLES,
                 seed=config.seed,
             )
-            return seqgate.exhausted_verdict(verdict, decision, Fraction(numerator, denominator))
+            verdict = seqgate.exhausted_verdict(verdict, decision, Fraction(numerator, denominator))
+            return verdict if followed is None else seqgate.followed_verdict(verdict, len(followed))
 
-        def ordered(tag: str, verdict: Verdict) -> Verdict:
-            sequential = {**verdict.details.get("sequential", {}), "order": self.order(tag)}
+        def order_from(tag: str) -> dict[str, Any]:
+            if tag not in (self.plan.orders or {}):  # a null control: the session's order
+                own = {c: order_from(c) for c in self.plan.orders or {}}
+                return {"derivation": task_order.INTERLEAVED, "candidates": own}
             digest = self.plan.candidate(tag).content_hash
-            sequential["order_from"] = {
+            return {
                 "derivation": task_order.DERIVATION,
                 "content_hash": digest,
                 "secret_sha256": self.rundir.order_secret.recorded(),
                 "nonce": self.rundir.order_secret.logged_nonce(digest),
             }
+
+        def ordered(tag: str, verdict: Verdict) -> Verdict:
+            sequential = {**verdict.details.get("sequential", {}), "order": self.order(tag)}
+            sequential["order_from"] = order_from(tag)
             return replace(verdict, details={**verdict.details, "sequential": sequential})
 
         nulls = [as_null(ordered(tag, one(tag, None))) for tag in self.gated if tag in null_tags]
@@ -192,12 +223,14 @@ class SequentialGate:
         lines = []
         per_tag = self.plan.num_trials * len(self.plan.task_ids)
         for tag in self.gated:
-            decision = self.decisions.get(tag)
-            if decision is None:
+            if tag not in self.decisions:
                 continue
-            s, total = decision.state, len(self.plan.task_ids)
+            (decision, followed), total = self.judged(tag), len(self.plan.task_ids)
+            s = decision.state
             if decision.decided:
                 how = f"stopped for {s.stopped} after {len(self.prefix(tag, s.tasks))} of {total} tasks"
+            elif followed is not None:
+                how = f"followed the candidates: stopped with them after {len(followed)} of {total} tasks"
             elif len(self.seen(tag)) == total:
                 how = f"no crossing over all {total} tasks: the exact test decided at the α left over"
             else:

@@ -226,24 +226,118 @@ def test_a_calibrated_gate_raises_no_alarm(example, projects, capevolve, spend):
     assert (calibration["nulls_gated"], calibration["accepts"], calibration["alarm"]) == (2, 0, False)
 
 
-def test_a_clearly_better_candidate_is_accepted_early_and_booked(example, projects, capevolve):
+def test_a_clearly_better_candidate_stops_early_with_its_null_controls_and_saves_rollouts(
+    example, projects, capevolve, xdist_args
+):
+    """Issue 40: with the default null controls the session stops once the candidate is decided;
+    the nulls take the session's order and follow it, their floor read on the candidate's tasks."""
+    from pytest_capevolve._decide import task_order
+
     project = example("noisy_agent")
     no_microcases(project)
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
     # a worse seed (it upsells), so 'improved' (no upsell, checks fare classes) is far better
     (project / "capability" / "prompt.md").write_text(
         (project / "candidates/regressed/prompt.md").read_text()
     )
-    args = dict(gate=True, extra=["--capevolve-sequential", "--capevolve-null", "0"])
-    result = capevolve(project, "improved", **args)
+    result = capevolve(project, "improved", gate=True, extra=["--capevolve-sequential", *xdist_args])
     assert result.ret == 0, result.stdout.str()
     run_dir = projects.run_dir(project)
     v = verdict(run_dir, "improved")
+    seq = v["details"]["sequential"]
     assert (v["decision"], v["basis"]) == ("accept", "sequential_efficacy")
-    assert v["details"]["sequential"]["e_efficacy"] >= 20 and v["n_tasks"] < VAL_TASKS
+    assert seq["e_efficacy"] >= 20 and v["n_tasks"] < VAL_TASKS
+    assert v["nulls"] == ["seed-null1", "seed-null2"] and v["null_spread"] is not None  # the floor held
     assert json.loads((run_dir / "state.json").read_text())["best_id"] == "improved"
-    paid = rollout_files(run_dir, "improved")
-    assert paid < VAL_TASKS * TRIALS
-    result.stdout.fnmatch_lines(["*sequential improved: stopped for efficacy after * of 40 tasks*"])
+    decided_on = set(v["per_task"])
+    for tag in v["nulls"]:
+        null = verdict(run_dir, tag)
+        nseq = null["details"]["sequential"]
+        # one candidate: the session's order is its order; the null followed it to its decision
+        assert nseq["order"] == seq["order"] and nseq["order_from"]["derivation"] == task_order.INTERLEAVED
+        assert nseq["order_from"]["candidates"] == {"improved": seq["order_from"]}
+        assert (nseq["outcome"], nseq["followed_tasks"]) == ("followed", len(decided_on))
+        assert set(null["per_task"]) == decided_on  # its floor is read on the candidate's tasks
+        assert null["reason"].startswith(
+            f"followed the candidates: stopped with them after {len(decided_on)}"
+        )
+    tags = ["improved", "seed", *v["nulls"]]
+    planned = VAL_TASKS * 2 * len(tags)
+    saved = planned - sum(rollout_files(run_dir, tag) for tag in tags)
+    assert saved > 0
+    result.stdout.fnmatch_lines(
+        [
+            "*sequential improved: stopped for efficacy after * of 40 tasks*",
+            f"*sequential seed-null1: followed the candidates: stopped with them after {len(decided_on)} of 40*",
+            f"*sequential gate: the stop saved {saved} rollouts (of {planned} planned*",
+        ]
+    )
+
+
+FIXED_ORDER = """
+from pytest_capevolve._store.sessions import order_secret
+
+order_secret.new_secret = lambda: bytes(range(32))
+order_secret.new_nonce = lambda: b""
+"""  # conftest.py's FIXED_ORDER_SECRET and empty nonce, for a child session
+KILLED = '''
+
+import os as _os
+import signal as _signal
+
+
+class Killed(NoisyAgentAdapter):
+    """kill -9, deterministically: the session dies at its 41st score(), which runs in it."""
+
+    def score(self, task, rollout):
+        log = Path(__file__).with_name("calls.log")
+        with log.open("a") as handle:
+            handle.write(task.id + "\\n")
+        if len(log.read_text().splitlines()) == 41:
+            _os.kill(_os.getpid(), _signal.SIGKILL)
+        return super().score(task, rollout)
+'''
+
+
+def test_a_killed_sequential_gate_resumes_to_the_same_stops_and_verdicts(
+    example, projects, capevolve, pytester
+):
+    """The stops, the nulls' follow included, are a function of the persisted rollouts: a session
+    killed before the candidate is decided, run again, pays and decides what one whole session does."""
+
+    def better(dest: str) -> Path:
+        project = example("noisy_agent", dest)
+        no_microcases(project)
+        projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
+        (project / "capability" / "prompt.md").write_text(
+            (project / "candidates/regressed/prompt.md").read_text()
+        )
+        return project
+
+    args = dict(gate=True, extra=["--capevolve-sequential"])
+    whole = better("whole")
+    assert capevolve(whole, "improved", **args).ret == 0
+    killed = better("killed")
+    projects.add_adapter(killed, KILLED, "adapter.py:Killed")
+    # the child draws the order secret and nonce the suite fixes in this process (conftest.py)
+    pytester.makepyfile(fixed_order=FIXED_ORDER)
+    child = dict(gate=True, extra=[*args["extra"], "-p", "fixed_order"], subprocess=True, timeout=300)
+    dead = capevolve(killed, "improved", **child)
+    assert dead.ret != 0, dead.stdout.str()
+    tags = ["improved", "seed", "seed-null1", "seed-null2"]
+    assert sum(rollout_files(projects.run_dir(killed), t) for t in tags) == 40  # the 41st died with it
+    again = capevolve(killed, "improved", **args)
+    assert again.ret == 0, again.stdout.str()
+    again.stdout.fnmatch_lines(["rollouts: * paid, 40 reused*"])  # the same run, taken over
+    assert len(list((killed / ".capevolve" / "runs").iterdir())) == 1
+    runs = [projects.run_dir(p) for p in (whole, killed)]
+    assert [rollout_files(runs[0], t) for t in tags] == [rollout_files(runs[1], t) for t in tags]
+    keys = ("decision", "basis", "n_tasks", "delta_mean", "null_spread", "reason", "per_task")
+    for tag in ("improved", "seed-null1", "seed-null2"):
+        first, resumed = (verdict(r, tag) for r in runs)
+        assert {k: first[k] for k in keys} == {k: resumed[k] for k in keys}, tag
+        assert first["details"]["sequential"]["outcome"] == resumed["details"]["sequential"]["outcome"]
+    assert verdict(runs[1], "seed-null1")["details"]["sequential"]["outcome"] == "followed"
 
 
 @pytest.mark.attack(

@@ -95,7 +95,7 @@ class SequentialGateSession(EvaluationSession):
 
 def sequential_role(config: pytest.Config, spec: Spec, rundir: RunDir, planned: Planned) -> SequentialGate:
     """The live role: every non-best tag against the best; the candidates share the round's α equally
-    (Bonferroni), each null gets one candidate's share."""
+    (Bonferroni), each null gets one candidate's share and follows the candidates' stop."""
     from ..gating import AlphaBudget
     from ..sequential_gate import SequentialGate
 
@@ -104,7 +104,8 @@ def sequential_role(config: pytest.Config, spec: Spec, rundir: RunDir, planned: 
     siblings = [t for t in gated if t not in planned.null_tags]
     budget = AlphaBudget.read(spec, rundir, len(siblings))
     share = budget.round / max(len(siblings), 1)
-    role = SequentialGate(config, spec, rundir, plan, planned.best, gated, dict.fromkeys(gated, share))
+    nulls = [t for t in gated if t in planned.null_tags]
+    role = SequentialGate(config, spec, rundir, plan, planned.best, gated, dict.fromkeys(gated, share), nulls)
     role.budget_at_start = (budget.decided, tuple(budget.accepts))
     return role
 
