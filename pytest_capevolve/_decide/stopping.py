@@ -54,6 +54,9 @@ class SequentialDecision:
     alpha: AlphaSplit
     min_effect: float
     total_tasks: int
+    # fed the worst case: each trial whose first attempt was an infra error a failure of the candidate and a
+    # pass of the best (an efficacy crossing on the valid trials alone, with errors among them, is not one)
+    imputed: bool = False
 
     @property
     def decided(self) -> bool:
@@ -71,6 +74,7 @@ class SequentialDecision:
             "threshold_futility": float(1 / self.alpha.futility),
             "min_effect": self.min_effect,
             "alpha_split": self.alpha.to_dict(),
+            **({"infra_errors_at_worst": True} if self.imputed else {}),
         }
 
 
@@ -113,6 +117,8 @@ def early_verdict(
             f"after {s.tasks} of {decision.total_tasks} tasks (anytime-valid at α = "
             f"{float(decision.alpha.alpha):g})"
         )
+        if decision.imputed:
+            reason += ", each infra error read as a failure of the candidate and a pass of the best"
     else:
         outcome, basis = REJECT, Basis.SEQUENTIAL_FUTILITY
         reason = (

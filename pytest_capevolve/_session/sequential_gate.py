@@ -27,7 +27,7 @@ from .._items.plan import EvalPlan
 from .._policy.gate.verdicts import Evidence, as_null, null_deltas
 from .._project.spec import Spec
 from .._stats import sequential as seq
-from .._store.readers.evidence import ByTag
+from .._store.readers.evidence import ByTag, first_errors
 from .._store.rollouts.record import RolloutRecord, record_from_report
 from .._store.rundir import RunDir
 from .._store.sessions import markers
@@ -46,12 +46,16 @@ class SequentialGate:
     trials: dict[tuple[str, str], dict[int, float | None]] = field(default_factory=dict)
     decisions: dict[str, seqgate.SequentialDecision] = field(default_factory=dict)
     stopped: set[str] = field(default_factory=set)
+    # (tag, task, trial) whose first attempt was an infra error, paid again since or not: candidate code
+    # can make a failing draw look like the API's error, so an efficacy crossing is held to the worst case
+    errored: set[tuple[str, str, int]] = field(default_factory=set)
     saved: int = 0  # items skipped because their tag was decided: rollouts not paid
     # (decisions, accepts) of the run's α budget when the shares in ``alphas`` were read
     budget_at_start: tuple[int, tuple[int, ...]] | None = None
 
     def __post_init__(self) -> None:
         tags, task_ids = {self.best, *self.gated}, set(self.plan.task_ids)
+        self.errored = {(t, task_id, k) for _, t, task_id, k in first_errors(self.rundir, self.plan.split)}
         persisted = self.rundir.rollouts.indexed_rollouts(self.plan.split, tags, self.plan.block)
         for record in persisted:  # resume: persisted counts
             if record.tag in tags and record.task_id in task_ids:
@@ -83,6 +87,8 @@ class SequentialGate:
 
     def _add(self, record: RolloutRecord) -> None:
         reward = None if record.infra_error or record.reward is None else float(record.reward)
+        if reward is None:
+            self.errored.add((record.tag, record.task_id, record.trial))
         self.trials.setdefault((record.tag, record.task_id), {})[record.trial] = reward
 
     def _complete(self, tag: str, task_id: str) -> bool:
@@ -105,6 +111,12 @@ class SequentialGate:
         )
         return list(both)
 
+    def decided_on(self, tag: str, decision: seqgate.SequentialDecision) -> list[str]:
+        """The tasks ``decision`` read: every task seen fed it when its infra errors were imputed."""
+        if decision.imputed:
+            return self.seen(tag)[: decision.state.tasks]
+        return self.prefix(tag, decision.state.tasks)
+
     def prefix(self, tag: str, n_deltas: int) -> list[str]:
         out, count = [], 0
         for task_id in self.seen(tag):
@@ -119,13 +131,24 @@ class SequentialGate:
         means = [(self._mean(tag, task_id), self._mean(self.best, task_id)) for task_id in task_ids]
         return [cand - best for cand, best in means if cand is not None and best is not None]
 
+    def worst_deltas(self, tag: str, task_ids: list[str]) -> list[float]:
+        """Each task's delta with every trial whose first attempt was an infra error read as a failure of
+        ``tag`` and a pass of the best: the worst case against an accept (the tasks are complete)."""
+
+        def mean(side: str, task_id: str, fill: float) -> float:
+            trials = self.trials.get((side, task_id), {}).items()
+            errored = [r is None or (side, task_id, k) in self.errored for k, r in trials]
+            return float(np.mean([fill if e else r for e, (_, r) in zip(errored, trials, strict=True)]))
+
+        return [mean(tag, task_id, 0.0) - mean(self.best, task_id, 1.0) for task_id in task_ids]
+
     def horizon(self) -> list[str] | None:
         """Once every candidate is decided: the session's order up to the last task of their decided
         prefixes, what a null control completes before it follows them (None before)."""
         candidates = [t for t in self.gated if t not in self.nulls]
         if not candidates or not all(t in self.decisions and self.decisions[t].decided for t in candidates):
             return None
-        needed = {t for c in candidates for t in self.prefix(c, self.decisions[c].state.tasks)}
+        needed = {t for c in candidates for t in self.decided_on(c, self.decisions[c])}
         order = self.order(self.best)
         return order[: max((i + 1 for i, t in enumerate(order) if t in needed), default=0)]
 
@@ -140,13 +163,30 @@ class SequentialGate:
         return decision, None if decision.decided else horizon
 
     def track(self, tag: str, seen: list[str] | None = None) -> seqgate.SequentialDecision:
+        """The tag's e-processes on ``seen`` (its prefix). An efficacy crossing with an infra error among the
+        tasks read stands only if the worst case crosses too (each error a failure of the tag, a pass of the
+        best): the valid trials alone are those candidate code let through (it can make a failing draw look
+        like the API's error), so it stays undecided until then, or until val is exhausted."""
         seen = self.seen(tag) if seen is None else seen
-        return seqgate.track(
-            self.deltas(tag, seen),
-            alpha=seqgate.split(self.alphas[tag]),
-            min_effect=self.spec.gate_min_effect,
-            total_tasks=len(self.plan.task_ids),
-        )
+
+        def run(deltas: list[float]) -> seqgate.SequentialDecision:
+            return seqgate.track(
+                deltas,
+                alpha=seqgate.split(self.alphas[tag]),
+                min_effect=self.spec.gate_min_effect,
+                total_tasks=len(self.plan.task_ids),
+            )
+
+        decision = run(self.deltas(tag, seen))
+        read = set(seen)
+        if decision.state.stopped != seq.EFFICACY or not any(
+            t in (tag, self.best) and task_id in read for t, task_id, _ in self.errored
+        ):
+            return decision
+        worst = replace(run(self.worst_deltas(tag, seen)), imputed=True)
+        if worst.state.stopped == seq.EFFICACY:
+            return worst
+        return replace(worst, state=replace(worst.state, stopped=seq.UNDECIDED))
 
     def _update(self, tags: list[str]) -> None:
         changed = False
@@ -181,7 +221,7 @@ class SequentialGate:
             decision, followed = self.judged(tag)
             level = replace(config, alpha=decision.alpha.alpha)
             early = decision.decided or interrupted
-            seen = self.prefix(tag, decision.state.tasks) if early else followed or self.plan.task_ids
+            seen = self.decided_on(tag, decision) if early else followed or self.plan.task_ids
             evidence = Evidence.of_run(self.spec, self.rundir, by_tag, seen, self.plan.num_trials)
             verdict = evidence.judge(tag, self.best, level, floor)
             if decision.decided:
@@ -228,7 +268,7 @@ class SequentialGate:
             (decision, followed), total = self.judged(tag), len(self.plan.task_ids)
             s = decision.state
             if decision.decided:
-                how = f"stopped for {s.stopped} after {len(self.prefix(tag, s.tasks))} of {total} tasks"
+                how = f"stopped for {s.stopped} after {len(self.decided_on(tag, decision))} of {total} tasks"
             elif followed is not None:
                 how = f"followed the candidates: stopped with them after {len(followed)} of {total} tasks"
             elif len(self.seen(tag)) == total:
