@@ -21,7 +21,8 @@ import pytest
 
 from .._decide import stopping as seqgate
 from .._decide import task_order
-from .._decide.verdict import GateConfig, Verdict
+from .._decide.basis import Basis
+from .._decide.verdict import ACCEPT, INDECISIVE, GateConfig, Verdict
 from .._items.nodes import CONTEXT_KEY, SEQUENTIAL_SKIP
 from .._items.plan import EvalPlan
 from .._policy.gate.verdicts import Evidence, as_null, null_deltas
@@ -50,6 +51,9 @@ class SequentialGate:
     # can make a failing draw look like the API's error, so an efficacy crossing is held to the worst case
     errored: set[tuple[str, str, int]] = field(default_factory=set)
     saved: int = 0  # items skipped because their tag was decided: rollouts not paid
+    # tags whose items were skipped as decided though this gate had not stopped them: the stop marker is a
+    # file in the run dir, so whoever else writes it (unconfined code of the same user) or a worker that lies
+    unasked: set[str] = field(default_factory=set)
     # (decisions, accepts) of the run's α budget when the shares in ``alphas`` were read
     budget_at_start: tuple[int, tuple[int, ...]] | None = None
 
@@ -73,8 +77,11 @@ class SequentialGate:
             # it for every tag, a candidate's for itself
             if self._complete(record.tag, record.task_id):
                 self._update(self.gated if record.tag == self.best else [record.tag])
-        elif report.skipped and SEQUENTIAL_SKIP in str(report.longrepr):
+        elif report.skipped and SEQUENTIAL_SKIP in (said := str(report.longrepr)):
             self.saved += 1
+            tag = next((t for t in (self.best, *self.gated) if f"{t!r} is decided" in said), None)
+            if tag is not None and tag not in self.stopped:
+                self.unasked.add(tag)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
@@ -256,8 +263,22 @@ class SequentialGate:
 
         nulls = [as_null(ordered(tag, one(tag, None))) for tag in self.gated if tag in null_tags]
         floor = null_deltas(nulls)
-        candidates = [ordered(tag, one(tag, floor)) for tag in self.gated if tag not in null_tags]
+        candidates = [self._held(ordered(tag, one(tag, floor))) for tag in self.gated if tag not in null_tags]
         return nulls, candidates
+
+    def _held(self, verdict: Verdict) -> Verdict:
+        """An accept of a session whose workers skipped rollouts this gate never stopped (a tag still not
+        stopped at the end): what its floor or its own evidence was read on is not what the gate asked, so
+        it is indecisive, those rollouts owed; the session that pays them decides."""
+        unasked = sorted(self.unasked - self.stopped)
+        if verdict.decision != ACCEPT or not unasked:
+            return verdict
+        line = (
+            f"could not judge: rollouts of {', '.join(unasked)} were skipped as decided though this gate had "
+            "not stopped them (its stop marker, a file in the run dir, was written by someone else, or a "
+            "worker lied); run the same command again: it pays them and the gate decides"
+        )
+        return replace(verdict, decision=INDECISIVE, basis=Basis.COVERAGE, reason=line)
 
     def summary(self) -> list[str]:
         lines = []
