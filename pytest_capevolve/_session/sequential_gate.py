@@ -28,7 +28,9 @@ from .._items.plan import EvalPlan
 from .._policy.gate.verdicts import Evidence, as_null, null_deltas
 from .._project.spec import Spec
 from .._stats import sequential as seq
-from .._store.readers.evidence import ByTag, first_errors
+from .._store.log.event_kinds import ROLLOUT
+from .._store.log.paid_by import UntrustedRecord
+from .._store.readers.evidence import ByTag, first_outcomes, index_records
 from .._store.rollouts.record import RolloutRecord, record_from_report
 from .._store.rundir import RunDir
 from .._store.sessions import markers
@@ -50,6 +52,9 @@ class SequentialGate:
     # (tag, task, trial) whose first attempt was an infra error, paid again since or not: candidate code
     # can make a failing draw look like the API's error, so an efficacy crossing is held to the worst case
     errored: set[tuple[str, str, int]] = field(default_factory=set)
+    # (tag, task, trial) → the first valid reward the log holds: a rollout paid again (its file vanished or
+    # was quarantined) is no new evidence, as in a fixed gate (a redraw would be a re-roll)
+    first_valid: dict[tuple[str, str, int], float] = field(default_factory=dict)
     saved: int = 0  # items skipped because their tag was decided: rollouts not paid
     # tags whose items were skipped as decided though this gate had not stopped them: the stop marker is a
     # file in the run dir, so whoever else writes it (unconfined code of the same user) or a worker that lies
@@ -59,9 +64,14 @@ class SequentialGate:
 
     def __post_init__(self) -> None:
         tags, task_ids = {self.best, *self.gated}, set(self.plan.task_ids)
-        self.errored = {(t, task_id, k) for _, t, task_id, k in first_errors(self.rundir, self.plan.split)}
-        persisted = self.rundir.rollouts.indexed_rollouts(self.plan.split, tags, self.plan.block)
-        for record in persisted:  # resume: persisted counts
+        self.errored, self.first_valid = first_attempts(self.rundir, self.plan.split)
+        indexed = self.rundir.rollouts.indexed_rollouts(self.plan.split, tags, self.plan.block)
+        persisted = index_records(indexed, self.plan.block)
+        try:  # resume: persisted counts, each key at the first valid outcome the log holds, as a gate reads
+            held, _ = first_outcomes(self.rundir, persisted, self.spec.success_threshold)
+        except UntrustedRecord:  # rollouts no session paid: nothing read, and the verdicts refuse (exit 11)
+            held = {}
+        for record in (r for arm in held.values() for r in arm.values()):
             if record.tag in tags and record.task_id in task_ids:
                 self._add(record)
         self._update(self.gated)  # a tag decided by an earlier session is stopped before paying
@@ -93,9 +103,14 @@ class SequentialGate:
         return window_scheduler(config, log, max(2, self.plan.num_trials * len(self.plan.candidates)))
 
     def _add(self, record: RolloutRecord) -> None:
-        reward = None if record.infra_error or record.reward is None else float(record.reward)
-        if reward is None:
-            self.errored.add((record.tag, record.task_id, record.trial))
+        key = (record.tag, record.task_id, record.trial)
+        reward: float | None = None
+        if not (record.infra_error or record.reward is None):
+            reward = self.first_valid.setdefault(key, float(record.reward))
+        elif key in self.first_valid:  # a valid outcome stands
+            reward = self.first_valid[key]
+        else:
+            self.errored.add(key)
         self.trials.setdefault((record.tag, record.task_id), {})[record.trial] = reward
 
     def _complete(self, tag: str, task_id: str) -> bool:
@@ -222,7 +237,10 @@ class SequentialGate:
         self, by_tag: ByTag, config: GateConfig, null_tags: list[str], *, interrupted: bool = False
     ) -> tuple[list[Verdict], list[Verdict]]:
         """(nulls' verdicts, candidates' verdicts). Crossed: the e-process's decision on the tasks seen;
-        exhausted: the exact test at the α left; interrupted: "undecided" with the current e-values."""
+        exhausted: the exact test at the α left; interrupted: "undecided" with the current e-values. Read from
+        the rollouts sessions paid, each at its first valid outcome (UntrustedRecord otherwise), as a fixed
+        gate's."""
+        by_tag, _ = first_outcomes(self.rundir, by_tag, self.spec.success_threshold)
 
         def one(tag: str, floor: list[float | Fraction] | None) -> Verdict:
             decision, followed = self.judged(tag)
@@ -308,3 +326,27 @@ class SequentialGate:
     def finish(self) -> None:
         if self.plan.sequential is not None:
             markers.remove(markers.stop_path(self.rundir.root, self.plan.sequential))
+
+
+def first_attempts(
+    rundir: RunDir, split: str
+) -> tuple[set[tuple[str, str, int]], dict[tuple[str, str, int], float]]:
+    """From the log, of ``split``: the (tag, task, trial) whose first attempt was an infra error, and each
+    one's first valid reward. A malformed event is left to the verdicts' check of who paid it."""
+    seen: set[tuple[str, str, int]] = set()
+    errored: set[tuple[str, str, int]] = set()
+    first: dict[tuple[str, str, int], float] = {}
+    for event in rundir.log.of_kinds(ROLLOUT):
+        try:
+            if event.get("split") != split:
+                continue
+            key = (str(event["tag"]), str(event["task_id"]), int(event["trial"]))
+            valid = not event.get("infra_error") and event.get("reward") is not None
+            if valid:
+                first.setdefault(key, float(event["reward"]))  # type: ignore[arg-type]
+            elif key not in seen:
+                errored.add(key)
+            seen.add(key)
+        except (KeyError, TypeError, ValueError):
+            continue
+    return errored, first

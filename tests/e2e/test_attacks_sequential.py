@@ -154,3 +154,147 @@ def test_a_stop_marker_written_by_someone_else_books_nothing(example, projects, 
         first, resumed = verdict(projects.run_dir(whole), tag), verdict(run_root, tag)
         assert {k: first[k] for k in keys} == {k: resumed[k] for k in keys}, tag
     assert json.loads((run_root / "state.json").read_text())["best_id"] == "improved"
+
+
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "a sequential gate resumed after correctly chained `rollout` events were appended through the "
+        "package's own API outside any session (a pass for each val task of a no-op): its e-process would "
+        "read them when the session starts, decided and stopped before paying"
+    ),
+    outcome=(
+        "refused before the gate reads the log, as a fixed gate's (exit 11, no accept): an event no "
+        "logged claim holds is named"
+    ),
+)
+def test_rollouts_forged_before_a_sequential_gate_are_refused_before_it_decides(example, projects, capevolve):
+    from pytest_capevolve._store.rollouts.record import RolloutRecord
+    from pytest_capevolve._store.rundir import RunDir
+
+    project = example("noisy_agent")
+    projects.one_trial_with_noop(project, "Be courteous.")
+    assert capevolve(project).ret == 0  # the seed's val rollouts
+    run_dir = projects.run_dir(project)
+    seed_record = next(r for k, r in projects.rollout_records(project).items() if k[2] == "seed")
+    rundir = RunDir(run_dir)
+    for task_id in json.loads((run_dir / "splits.json").read_text())["val"]:
+        rundir.rollouts.record_rollout(
+            RolloutRecord(
+                run_id=rundir.run_id,
+                split="val",
+                task_id=task_id,
+                tag="noop",
+                trial=0,
+                seed=seed_record["seed"],
+                candidate_hash="0" * 64,
+                reward=1.0,
+                passed=True,
+                output="resolved",
+            )
+        )
+    rundir.rollouts.flush(leaving=True)
+    result = capevolve(project, "noop", gate=True, extra=["--capevolve-sequential", "--capevolve-null", "0"])
+    out = result.stdout.str()
+    assert result.ret == 11, out[-3000:]
+    assert "no session's claim holds it (written outside a session)" in out
+    verdict_file = run_dir / "verdicts" / "noop.json"
+    assert not verdict_file.exists() or json.loads(verdict_file.read_text())["decision"] != "accept"
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert not [e for e in events if e["kind"] == "decision" and e.get("decision") == "accept"]
+
+
+FIXED_ORDER = """
+from pytest_capevolve._store.sessions import order_secret
+
+order_secret.new_secret = lambda: bytes(range(32))
+order_secret.new_nonce = lambda: b""
+"""  # conftest.py's FIXED_ORDER_SECRET and empty nonce, for a child session
+LUCKY_REDRAWS = '''
+
+import dataclasses as _dataclasses
+
+
+class LuckyRedraws(NoisyAgentAdapter):
+    """An agent whose draws are not reproduced: a rollout paid again draws afresh (here, luckily, a
+    pass). The session is interrupted at its 41st score() (Ctrl-C, deterministically; score runs in it)."""
+
+    def run_target(self, task, ctx, *, seed):
+        rollout = super().run_target(task, ctx, seed=seed)
+        folder = Path(ctx).parent.name if Path(ctx).name == "files" else Path(ctx).name
+        drawn = Path(__file__).parent / ".draws" / f"{folder}-{task.id}-{seed}"
+        if drawn.exists():
+            return _dataclasses.replace(rollout, output="resolved")
+        drawn.parent.mkdir(exist_ok=True)
+        drawn.touch()
+        return rollout
+
+    def score(self, task, rollout):
+        log = Path(__file__).with_name("calls.log")
+        with log.open("a") as handle:
+            handle.write(task.id + "\\n")
+        if len(log.read_text().splitlines()) == 41:
+            raise KeyboardInterrupt  # Ctrl-C
+        return super().score(task, rollout)
+'''
+
+
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "a sequential gate interrupted before it decided, the files of the candidate's failing rollouts deleted, "
+        "then resumed: each is logged as vanished and paid again with a fresh draw, and the e-process and "
+        "the verdict read the redraw (a fixed gate reads a key's first valid outcome)"
+    ),
+    outcome=(
+        "prevented: the sequential gate reads each key at the first valid outcome the log holds, as a fixed "
+        "gate does (and refuses rollouts no session paid): the resumed session's stops and verdicts are an "
+        "untouched one's"
+    ),
+)
+@pytest.mark.unconfined
+def test_a_resumed_sequential_gate_reads_no_redraw_of_a_deleted_rollout(
+    example, projects, capevolve, pytester
+):
+    """Unconfined: deleting files in the run dir needs no boundary to cross (confined, the run dir is out
+    of reach). Two copies are interrupted at the same rollout; one has its candidate's failing files deleted."""
+    pytester.makepyfile(fixed_order=FIXED_ORDER)
+
+    def killed(dest: str) -> Path:
+        project = example("noisy_agent", dest)
+        no_microcases(project)
+        projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
+        noop = project / "candidates" / "noop"
+        shutil.copytree(project / "capability", noop)
+        with (noop / "prompt.md").open("a") as handle:
+            handle.write("\nBe courteous.\n")
+        projects.add_adapter(project, LUCKY_REDRAWS, "adapter.py:LuckyRedraws")
+        dead = capevolve(
+            project,
+            "noop",
+            gate=True,
+            extra=["--capevolve-sequential", "-p", "fixed_order"],
+            subprocess=True,
+            timeout=300,
+        )
+        assert dead.ret == 2, dead.stdout.str()  # interrupted
+        return project
+
+    untouched, molested = killed("untouched"), killed("molested")
+    failing = [
+        path
+        for path in (projects.run_dir(molested) / "rollouts" / "val").glob("*__noop__t*.json")
+        if json.loads(path.read_text())["reward"] == 0
+    ]
+    assert failing  # the no-op's failing draws among the first rollouts paid
+    for path in failing:
+        path.unlink()
+    for project in (untouched, molested):
+        result = capevolve(project, "noop", gate=True, extra=["--capevolve-sequential"])
+        assert result.ret in (0, 10), result.stdout.str()
+    repaid = [p for p in failing if p.exists()]
+    assert repaid and all(json.loads(p.read_text())["reward"] == 1 for p in repaid)  # the lucky redraws
+    keys = ("decision", "basis", "n_tasks", "delta_mean", "null_spread", "reason", "per_task")
+    for tag in ("noop", "seed-null1", "seed-null2"):
+        first, resumed = (verdict(projects.run_dir(p), tag) for p in (untouched, molested))
+        assert {k: first[k] for k in keys} == {k: resumed[k] for k in keys}, tag
