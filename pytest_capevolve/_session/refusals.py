@@ -141,6 +141,7 @@ class Screens:
         ran_each = [(case, run_microcase(case, path, self._env)) for case in self._microcases]
         failed = [
             {"id": case.id, "cluster": case.cluster, "expected": outcome.expected, "got": outcome.got}
+            | ({"confinement": outcome.unconfined} if outcome.unconfined else {})
             for case, outcome in ran_each
             if not outcome.ok
         ]
@@ -154,7 +155,8 @@ class Screens:
                 REJECT,
                 guards.MICRO_TEST_FAIL,
                 f"failed {len(failed)} of {ran} microcases before any rollout: {first['id']} (cluster "
-                f"{first['cluster']}) expected {first['expected']}, got {first['got']}",
+                f"{first['cluster']}) expected {first['expected']}, got {first['got']}"
+                + (f" (the call ran {first['confinement']})" if "confinement" in first else ""),
                 {"failed_microcases": failed, "microcases_run": ran, "source": str(path)},
             )
         return bool(failed)
