@@ -2,7 +2,9 @@
 
 Run as ``python -m pytest_capevolve._engine.callcheck`` in the candidate folder, the request on
 stdin, so the candidate cannot touch the judging session and a timeout can stop it. Prints go to
-stderr; stdout carries one JSON line: ``value``, ``raised``/``raised_mro``/``message``, or ``setup_error``."""
+stderr; stdout carries one JSON line: ``value``, ``raised``/``raised_mro``/``message``, or ``setup_error``,
+and ``confinement``: the label of the boundary the call ran in, in the words a sandbox child's rollouts use
+(``unconfined (…)`` where the kernel refused it)."""
 
 from __future__ import annotations
 
@@ -43,10 +45,10 @@ def _call(request: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     request = json.loads(sys.stdin.read())
-    confined(request.get("boundary"))  # the sandbox child's boundary, before any candidate byte runs
+    state = confined(request.get("boundary"))  # the sandbox child's boundary, before any candidate byte runs
     with contextlib.redirect_stdout(sys.stderr):
         result = _call(request)
-    sys.stdout.write(json.dumps(result) + "\n")
+    sys.stdout.write(json.dumps({**result, "confinement": state.label}) + "\n")
 
 
 if __name__ == "__main__":

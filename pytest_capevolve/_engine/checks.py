@@ -32,6 +32,14 @@ class Outcome:
     ok: bool
     expected: str
     got: str
+    # a ``call``'s process: the label of the boundary it ran in, as a rollout's (:mod:`.callcheck`);
+    # "" where no candidate code ran (``text``, ``score``, a call that never started)
+    confinement: str = ""
+
+    @property
+    def unconfined(self) -> str | None:
+        """The label when candidate code ran outside the boundary, else None."""
+        return self.confinement if self.confinement and not self.confinement.startswith("confined") else None
 
 
 @dataclass
@@ -167,18 +175,19 @@ def _run_call(case: Microcase, check: dict[str, Any], candidate: Path, env: Proj
     except (IndexError, json.JSONDecodeError):
         tail = done.stderr.strip().splitlines()[-1:] or ["no output"]
         return Outcome(False, expected, f"the call process failed (exit {done.returncode}): {tail[0]}")
+    label = str(result.get("confinement") or "")
     if result.get("setup_error"):
-        return Outcome(False, expected, result["setup_error"])
+        return Outcome(False, expected, result["setup_error"], label)
     raised = result.get("raised")
     if expect_kind == "raises":
         if raised and wanted in result.get("raised_mro", [raised]):
-            return Outcome(True, "", "")
+            return Outcome(True, "", "", label)
         got = f"{raised}: {result.get('message')}" if raised else f"returned {_short(result.get('value'))}"
-        return Outcome(False, expected, got)
+        return Outcome(False, expected, got, label)
     if raised:
-        return Outcome(False, expected, f"raised {raised}: {result.get('message')}")
+        return Outcome(False, expected, f"raised {raised}: {result.get('message')}", label)
     value = result.get("value")
-    return Outcome(_compare(expect_kind, value, wanted), expected, _short(value))
+    return Outcome(_compare(expect_kind, value, wanted), expected, _short(value), label)
 
 
 def _compare(kind: str, value: Any, wanted: Any) -> bool:

@@ -103,8 +103,11 @@ class MicrocaseItem(pytest.Item):
     def runtest(self) -> None:
         env = microcase_project(self.config, self.case.project).env
         outcome = run_microcase(self.case, self.candidate, env)
+        ran = f" (the call ran {outcome.unconfined})" if outcome.unconfined else ""
+        if outcome.unconfined:
+            self.user_properties.append(("confinement", outcome.unconfined))
         if not outcome.ok:
-            raise MicrocaseFailed(f"expected {outcome.expected}, got {outcome.got}")
+            raise MicrocaseFailed(f"expected {outcome.expected}, got {outcome.got}{ran}")
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         case = self.case

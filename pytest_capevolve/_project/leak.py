@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .candidate import iter_files
+from .candidate import iter_files, tree_digest
 
 DEFAULT_MIN_LENGTH = 4
 LABEL_TASKS = 3  # a value that answers this many tasks is a class label, not one task's answer
@@ -207,10 +207,25 @@ class Matcher:
         return None
 
 
-def _text_lines(path: Path) -> list[str]:
-    """The lines a reader of ``path`` could take for text; a file holding NULs is searched with
+def read_candidate(root: Path) -> tuple[str, dict[str, bytes]]:
+    """The candidate's files read once: their content hash (:func:`.candidate.content_hash`'s) and the
+    bytes it hashed, by relative path, which the screen then reads. The bytes screened are the bytes
+    hashed, and registering under that hash (``expected``) refuses any others: a writer racing the
+    screen cannot have one version screened and another run."""
+    files: dict[str, bytes] = {}
+    resolved = root.resolve()
+
+    def read(path: Path) -> bytes:
+        data = path.read_bytes()
+        files[path.relative_to(resolved).as_posix()] = data
+        return data
+
+    return "sha256:" + tree_digest(root, read), files
+
+
+def _text_lines(data: bytes) -> list[str]:
+    """The lines a reader of ``data`` could take for text; a file holding NULs is searched with
     each NUL as a line break, and again with the NULs dropped (UTF-16, NUL-spelt values)."""
-    data = path.read_bytes()
     if b"\0" not in data:
         return data.decode("utf-8", errors="replace").splitlines()
     split = data.replace(b"\0", b"\n").decode("utf-8", errors="replace").splitlines()
@@ -227,23 +242,24 @@ def parent_lines(parent: Path) -> set[str]:
     lines: set[str] = set()
     root = parent.resolve()
     for path in iter_files(parent):
-        lines.update(line.strip() for line in _text_lines(path))
+        lines.update(line.strip() for line in _text_lines(path.read_bytes()))
         lines.add(_name_line(path.relative_to(root).as_posix()))
     return lines
 
 
-def find_leaks(candidate: Path, inherited: set[str], matcher: Matcher, limit: int = 20) -> list[Leak]:
-    """The lines ``candidate`` adds (not in ``inherited``) that hold a needle, at most ``limit``."""
+def find_leaks(
+    candidate: Mapping[str, bytes], inherited: set[str], matcher: Matcher, limit: int = 20
+) -> list[Leak]:
+    """The lines ``candidate`` (its files' bytes by relative path, :func:`read_candidate`'s) adds (not in
+    ``inherited``) that hold a needle, at most ``limit``."""
     return list(itertools.islice(_leaks(candidate, inherited, matcher), limit)) if matcher else []
 
 
-def _leaks(candidate: Path, inherited: set[str], matcher: Matcher) -> Iterator[Leak]:
-    root = candidate.resolve()
-    for path in iter_files(candidate):
-        relative = path.relative_to(root).as_posix()
+def _leaks(candidate: Mapping[str, bytes], inherited: set[str], matcher: Matcher) -> Iterator[Leak]:
+    for relative, data in candidate.items():  # in the order they were read (iter_files')
         named = _name_line(relative)
         if named not in inherited and (needle := matcher.in_line(named)) is not None:
             yield Leak(relative, 0, needle)  # line 0: the file's name
-        for number, line in enumerate(_text_lines(path), start=1):
+        for number, line in enumerate(_text_lines(data), start=1):
             if line.strip() and line.strip() not in inherited and (needle := matcher.in_line(line)):
                 yield Leak(relative, number, needle)

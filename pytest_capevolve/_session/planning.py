@@ -244,8 +244,9 @@ def plan_evaluation(
     screens.prepare(splits[TEST_SPLIT], splits["val"], harness_now)  # before anything is registered or paid
     repeats = Repeats(rundir, best, best_path, gate, rerun, harness_now)
     chosen, only_best_left, decided = _kept(rundir, chosen, best, gate, screens, repeats)
+    register = rundir.snapshots.register_candidate  # the bytes a screen read, or refused (``expected``)
     planned = [
-        planned_at(spec, rundir, c.tag, c.path, rundir.snapshots.register_candidate(c.tag, c.path))
+        planned_at(spec, rundir, c.tag, c.path, register(c.tag, c.path, screens.screened.get(c.tag)))
         for c in chosen
     ]
     # a gate left with the best alone (all refused, or the best asked again) decides nothing: no nulls

@@ -39,6 +39,8 @@ class Screens:
         self._inherited: dict[str, set[str]] = {}
         self._parent_hashes: dict[str, str] = {}
         self._tasks_digest: str | None = None  # the pool the harness lock checked: the needles' source
+        # tag → the content hash of the bytes its leak screen read: registration refuses any others
+        self.screened: dict[str, str] = {}
 
     def close(self) -> None:
         self._env.close()
@@ -66,13 +68,17 @@ class Screens:
         )
 
     def _leaks(self, tag: str, path: Path, best: str) -> bool:
-        """A candidate whose added lines (against ``best``) hold a guarded id or gold answer: indecisive."""
+        """A candidate whose added lines (against ``best``) hold a guarded id or gold answer: indecisive.
+        Its files are read once: the bytes screened are the bytes hashed, noted in ``screened`` for the
+        registration to hold the snapshot to."""
         min_length = self.spec.leak_guard_min_length
         if min_length is None or not self._guarded:
             return False
         snapshot = self.rundir.snapshots.snapshot_dir(best)
         parent = snapshot if snapshot.is_dir() else self.spec.capability_path
-        key = self._screen_key(path, best, parent, min_length)
+        digest, files = leak.read_candidate(path)
+        self.screened[tag] = digest
+        key = self._screen_key(digest, best, parent, min_length)
         summary = self.rundir.rollouts.summary
         if key is not None and summary.screened_clean(key):
             return False  # these bytes, screened clean against these needles, by the sealed summary
@@ -81,7 +87,7 @@ class Screens:
             self._matcher = leak.Matcher(leak.needles(self._env.pool(), self._guarded, min_length))
         if best not in self._inherited:
             self._inherited[best] = leak.parent_lines(parent)
-        found = leak.find_leaks(path, self._inherited[best], self._matcher)
+        found = leak.find_leaks(files, self._inherited[best], self._matcher)
         if not found and key is not None:
             summary.note_clean(key)
         if found:
@@ -101,13 +107,13 @@ class Screens:
             )
         return bool(found)
 
-    def _screen_key(self, path: Path, best: str, parent: Path, min_length: int) -> str | None:
+    def _screen_key(self, digest: str, best: str, parent: Path, min_length: int) -> str | None:
         if self._tasks_digest is None:
             return None
         if best not in self._parent_hashes:
             self._parent_hashes[best] = content_hash(parent)
         return leak.screen_key(
-            content_hash(path), self._parent_hashes[best], self._tasks_digest, self._guarded, min_length
+            digest, self._parent_hashes[best], self._tasks_digest, self._guarded, min_length
         )
 
     def _tampered(self, tag: str, path: Path, best: str) -> bool:
@@ -135,6 +141,7 @@ class Screens:
         ran_each = [(case, run_microcase(case, path, self._env)) for case in self._microcases]
         failed = [
             {"id": case.id, "cluster": case.cluster, "expected": outcome.expected, "got": outcome.got}
+            | ({"confinement": outcome.unconfined} if outcome.unconfined else {})
             for case, outcome in ran_each
             if not outcome.ok
         ]
@@ -148,7 +155,8 @@ class Screens:
                 REJECT,
                 guards.MICRO_TEST_FAIL,
                 f"failed {len(failed)} of {ran} microcases before any rollout: {first['id']} (cluster "
-                f"{first['cluster']}) expected {first['expected']}, got {first['got']}",
+                f"{first['cluster']}) expected {first['expected']}, got {first['got']}"
+                + (f" (the call ran {first['confinement']})" if "confinement" in first else ""),
                 {"failed_microcases": failed, "microcases_run": ran, "source": str(path)},
             )
         return bool(failed)

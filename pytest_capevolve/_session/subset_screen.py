@@ -77,7 +77,7 @@ def plan_screen(
     screens.prepare(splits[TEST_SPLIT], splits["val"])
     planned_candidates = []
     if not screens.refused(tag, candidate.path, best):
-        digest = rundir.snapshots.register_candidate(tag, candidate.path)
+        digest = rundir.snapshots.register_candidate(tag, candidate.path, screens.screened.get(tag))
         planned_candidates.append(planned_at(spec, rundir, tag, candidate.path, digest))
     claimed = rundir.claims.others()
     plan = build_plan(

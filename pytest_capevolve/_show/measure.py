@@ -4,6 +4,7 @@ Reads persisted rollouts and the seal, pays nothing; decides what may be said ab
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,19 +130,20 @@ def measure(
             0, f"{short(label)}: the best {best!r} is {said}" if said else f"the best {best!r} is {label}"
         )
     saved_each = len(splits["val"]) * spec.num_trials  # the val rollouts a candidate refused unrun saved
-    result.spend, result.screening = _spend(rundir, events, rollouts_by_split, state, saved_each)
+    verdicts = rundir.verdicts.checked_all()  # one pass: each file read once, held to its logged event
+    result.spend, result.screening = _spend(rundir, verdicts, events, rollouts_by_split, state, saved_each)
     result.calibration = calibration(events, spec.gate_alpha)
     if result.calibration["alarm"]:
         result.labels.insert(0, result.calibration["text"])
-    result.confinement = confinement_of(rundir, events)
+    result.confinement = confinement_of(verdicts, events)
     return result
 
 
-def confinement_of(rundir: RunDir, events: list[dict[str, Any]]) -> dict[str, str]:
-    """What the verdicts said of candidate code and the decisions of the optimizer: confined when
-    every one was, else the first unconfined label and what it covers."""
+def confinement_of(verdicts: Mapping[str, dict[str, Any]], events: list[dict[str, Any]]) -> dict[str, str]:
+    """What the verdicts (``Verdicts.checked_all``'s) said of candidate code and the decisions of the
+    optimizer: confined when every one was, else the first unconfined label and what it covers."""
     said: dict[str, str] = {}
-    for tag, verdict in rundir.verdicts.checked_all().items():
+    for tag, verdict in verdicts.items():
         label = (verdict.get("confinement") or {}).get("candidate_code")
         if isinstance(label, str) and not label.startswith("no candidate code ran"):
             said[tag] = label
@@ -273,7 +275,12 @@ def _lineage(rundir: RunDir, events: list[dict[str, Any]]) -> list[dict[str, Any
 
 
 def _spend(
-    rundir: RunDir, events: list[dict[str, Any]], paid: dict[str, int], state: dict[str, Any], saved_each: int
+    rundir: RunDir,
+    verdicts: Mapping[str, dict[str, Any]],
+    events: list[dict[str, Any]],
+    paid: dict[str, int],
+    state: dict[str, Any],
+    saved_each: int,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     spent = state["spent"]
     spend = {
@@ -288,7 +295,7 @@ def _spend(
     }
     refused = [
         {"tag": verdict["tag"], "basis": verdict["basis"]}
-        for verdict in rundir.verdicts.checked_all().values()
+        for verdict in verdicts.values()
         if verdict.get("basis") in SCREENED
     ]
     screens = [e for e in events if e.get("kind") == SCREEN]

@@ -148,14 +148,17 @@ class RunDir:
     @classmethod
     def opened(cls, root: Path) -> RunDir:
         """An existing run, refused before anything reads it when a development build wrote it: no
-        reader below bridges those formats (a damaged lock is left to the reader it stops)."""
-        try:
-            locked = yaml.safe_load((root / "spec.lock.yaml").read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError, UnicodeDecodeError):
-            locked = None
+        reader below bridges those formats (a damaged lock is left to the reader it stops). A run whose
+        log froze its keys is today's format: its lock is parsed where it is checked, not here too."""
         rundir = cls(root)
-        if isinstance(locked, dict) and not rundir._frozen_logged():
-            _refuse_pre_release(root / "spec.lock.yaml", locked)
+        if not rundir.spec_lock_path.is_file() or rundir._frozen_logged():
+            return rundir
+        try:
+            locked = yaml.safe_load(rundir.spec_lock_path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError, UnicodeDecodeError):
+            return rundir
+        if isinstance(locked, dict):
+            _refuse_pre_release(rundir.spec_lock_path, locked)
         return rundir
 
     def _frozen_logged(self) -> bool:

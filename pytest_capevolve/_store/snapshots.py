@@ -63,7 +63,10 @@ class Snapshots:
         copy when it is not ``expected`` (the bytes a check compared a moment ago)."""
         digest = content_hash(source)
         if expected is not None and digest != expected:
-            raise CandidateError(f"{source} no longer holds the bytes checked ({expected}): not registered")
+            raise CandidateError(
+                f"{source} no longer holds the bytes checked ({expected}): not registered; register it again "
+                "once nothing writes to it"
+            )
         self._refuse_reserved(tag, digest)
         if self.refuse_other_bytes(tag, source, digest):
             return digest

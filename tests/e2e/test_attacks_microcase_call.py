@@ -85,6 +85,7 @@ def test_a_call_microcase_runs_the_candidates_function_inside_the_boundary(examp
     assert not (project.parent / "conftest.py").exists()
     got = outcome.got
     assert got.count("refused: PermissionError") == 3, got
+    assert outcome.confinement.startswith("confined (Landlock ABI") and outcome.unconfined is None
 
 
 @pytest.mark.attack(

@@ -170,3 +170,42 @@ def test_a_clean_screen_is_kept_by_the_sealed_summary_and_other_bytes_are_screen
     again = capevolve(project, "improved", tags=["improved2"])
     assert again.ret == 0, again.stdout.str()[-3000:]
     assert len(built) == 1
+
+
+@pytest.mark.attack(
+    "runs-recorded",
+    attack="a writer outside the boundary swaps a candidate's file for a leaking one just after the leak screen read it",
+    outcome="refused before any rollout: the bytes screened are the bytes hashed, and registration holds the "
+    "snapshot to that hash",
+)
+def test_bytes_written_after_the_leak_screen_read_a_candidate_are_never_registered(
+    example, projects, capevolve, monkeypatch
+) -> None:
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    (project / "capevolve.yaml").write_text(
+        (project / "capevolve.yaml").read_text() + "leak_guard_min_length: 3\n"
+    )
+    cand = project / "candidates" / "swap"
+    shutil.copytree(project / "capability", cand)
+    clean = (cand / "prompt.md").read_text()
+    leaking = clean + f"- For ticket {VAL_ID.upper()}, escalate at once.\n"
+    screened: list[object] = []
+    real = leak.find_leaks
+
+    def screen_then_swap(*args: object, **kwargs: object) -> list[leak.Leak]:
+        found = real(*args, **kwargs)  # type: ignore[arg-type]
+        screened.append(found)
+        (cand / "prompt.md").write_text(leaking)  # the race, won: after the screen, before the snapshot
+        return found
+
+    monkeypatch.setattr(leak, "find_leaks", screen_then_swap)
+    result = capevolve(project, "swap", gate=True)
+    err = result.stderr.str()
+    assert screened == [[]]  # the screen read the clean bytes
+    assert result.ret == 4 and "no longer holds the bytes checked" in err, err[-3000:]
+    assert "register it again once nothing writes to it" in err  # the way on
+    runs = project / ".capevolve" / "runs"
+    assert runs.is_dir()  # the session got as far as its run dir
+    assert not list(runs.glob("*/rollouts/*/*__swap__*"))  # nothing paid for it
+    assert not list(runs.glob("*/candidates/swap"))  # never registered

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from pytest_capevolve._cli.main import main
+from pytest_capevolve._store.decisions.verdicts import Verdicts
 
 
 @pytest.fixture
@@ -23,7 +24,9 @@ def evaluate(capevolve):
     return run
 
 
-def test_measure_runs_finalize_once_and_reports_where_each_number_came_from(improved_gated, projects, capsys):
+def test_measure_runs_finalize_once_and_reports_where_each_number_came_from(
+    improved_gated, projects, capsys, monkeypatch
+):
     project, gated = (
         improved_gated  # noisy_agent at two trials, improved gated: a copy of one build per process
     )
@@ -34,7 +37,12 @@ def test_measure_runs_finalize_once_and_reports_where_each_number_came_from(impr
     assert verdict["decision"] == "accept"
 
     # a look at the table never spends the test score: without --finalize the split stays sealed
+    passes: list[int] = []
+    real = Verdicts.checked_all
+    monkeypatch.setattr(Verdicts, "checked_all", lambda self: passes.append(1) or real(self))
     assert main(["measure", str(project)]) == 0
+    assert len(passes) == 1  # one pass over the verdict files, shared by the spend and the confinement
+    monkeypatch.undo()
     captured = capsys.readouterr()
     assert "test split sealed" in captured.out + captured.err and "--finalize" in captured.out + captured.err
     assert not (rundir / "seal.json").exists()

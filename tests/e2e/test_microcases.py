@@ -130,6 +130,25 @@ def test_every_check_kind_passes_and_fails_as_an_item(pytester, calc_project, xd
     assert f"FAILED {project.name}/microcases/kinds.yaml::text-fail[seed]" in out
 
 
+@pytest.mark.unconfined
+def test_a_call_microcase_run_without_a_boundary_says_so_in_the_words_of_a_rollout(pytester, example):
+    """Unconfined on purpose: where the kernel gives no boundary (or refused its rules), the call ran
+    candidate code outside one, and its result says so as a sandbox child's rollouts do."""
+    project = example("toy_calc")
+    (project / "capability" / "tools").mkdir()
+    (project / "capability" / "tools" / "calc.py").write_text(CALC_TOOL)
+    (project / "microcases").mkdir()
+    (project / "microcases" / "add.yaml").write_text(
+        "id: add-wrong\ncluster: addition\ndescription: d\n"
+        "call: {function: tools/calc.py:add, args: [2, 3], expect: {equals: 6}}\n"
+    )
+    result = pytester.runpytest(str(project / "microcases"), *NO_CACHE, "--junitxml=out.xml")
+    result.assert_outcomes(failed=1)
+    label = "unconfined (Landlock turned off by CAPEVOLVE_LANDLOCK=off)"  # a rollout's, the same way
+    assert f"got 5 (the call ran {label})" in result.stdout.str()
+    assert f'<property name="confinement" value="{label}" />' in (pytester.path / "out.xml").read_text()
+
+
 def test_the_candidate_option_picks_what_is_checked(pytester, calc_project):
     project = calc_project
     careful = project / "candidates" / "careful"

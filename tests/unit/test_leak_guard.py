@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_capevolve._project.adapter import Task
+from pytest_capevolve._project.candidate import content_hash
 from pytest_capevolve._project.leak import (
     Matcher,
     find_leaks,
@@ -17,6 +18,7 @@ from pytest_capevolve._project.leak import (
     needles,
     normalize,
     parent_lines,
+    read_candidate,
     screen_key,
 )
 from pytest_capevolve._project.spec import SpecError, load_spec
@@ -41,7 +43,10 @@ def _scan(tmp_path: Path, text: str, parent: str = "") -> list[str]:
     (tmp_path / "cand" / "prompt.md").write_text(text)
     matcher = Matcher(needles(POOL, GUARDED, 4))
     return [
-        leak.describe() for leak in find_leaks(tmp_path / "cand", parent_lines(tmp_path / "parent"), matcher)
+        leak.describe()
+        for leak in find_leaks(
+            read_candidate(tmp_path / "cand")[1], parent_lines(tmp_path / "parent"), matcher
+        )
     ]
 
 
@@ -218,7 +223,7 @@ def test_a_file_holding_nul_bytes_is_still_searched(tmp_path: Path, data: bytes)
     (tmp_path / "cand").mkdir()
     (tmp_path / "cand" / "blob.bin").write_bytes(data)
     matcher = Matcher(needles(POOL, GUARDED, 4))
-    found = find_leaks(tmp_path / "cand", parent_lines(tmp_path / "parent"), matcher)
+    found = find_leaks(read_candidate(tmp_path / "cand")[1], parent_lines(tmp_path / "parent"), matcher)
     assert [leak.path for leak in found][:1] == ["blob.bin"]
 
 
@@ -236,7 +241,7 @@ def test_a_file_name_holding_an_id_is_a_leak_and_an_inherited_name_is_not(tmp_pa
     (tmp_path / "cand" / "notes" / "q-0001.md").write_text("kept from the seed\n")
     (tmp_path / "cand" / "notes" / "Q-0002-answer.md").write_text("nothing to see\n")
     matcher = Matcher(needles(POOL, GUARDED, 4))
-    found = find_leaks(tmp_path / "cand", parent_lines(tmp_path / "parent"), matcher)
+    found = find_leaks(read_candidate(tmp_path / "cand")[1], parent_lines(tmp_path / "parent"), matcher)
     assert [leak.describe() for leak in found] == [
         "the name of notes/Q-0002-answer.md holds the id of val task 'q-0002'"
     ]
@@ -255,3 +260,20 @@ def test_a_screen_key_changes_with_each_fact_a_finding_rests_on() -> None:
         (*facts[:4], 3),  # the minimum length
     ]
     assert len({screen_key(*other) for other in changed} | {key}) == len(changed) + 1
+
+
+def test_read_candidate_hashes_the_bytes_it_hands_the_screen(tmp_path: Path) -> None:
+    """One read: the hash is :func:`content_hash`'s of the same tree, and the files are its bytes."""
+    cand = tmp_path / "cand"
+    (cand / "tools").mkdir(parents=True)
+    (cand / "prompt.md").write_text("Answer briefly.\n")
+    (cand / "tools" / "q-0002.py").write_bytes(b"x = 1\0\n")
+    (cand / "JOURNAL.md").write_text("handover: never part of a candidate\n")
+    digest, files = read_candidate(cand)
+    assert digest == content_hash(cand)
+    assert files == {"prompt.md": b"Answer briefly.\n", "tools/q-0002.py": b"x = 1\0\n"}
+    (cand / "prompt.md").write_text("Say Reykjavik.\n")  # written after the read: not what is screened
+    matcher = Matcher(needles(POOL, GUARDED, 4))
+    assert [f.describe() for f in find_leaks(files, set(), matcher)] == [
+        "the name of tools/q-0002.py holds the id of val task 'q-0002'"
+    ]

@@ -63,3 +63,20 @@ def test_paths_are_stored_relative_inside_the_project_and_absolute_outside(tmp_p
     assert to_stored(project / "capability", project) == "capability"
     assert to_stored(project, project) == "."
     assert to_stored(tmp_path / "shared", project) == str(tmp_path / "shared")
+
+
+def test_a_run_in_todays_format_has_its_lock_parsed_once_where_it_is_checked(example, monkeypatch) -> None:
+    """Its log froze the keys, so opening it is no reason to parse the lock: the session's lock
+    check parses it, once (a development build's run is still refused at the open, above)."""
+    project = example("toy_calc").resolve()
+    root = project / ".capevolve" / "runs" / "20240101-000000-abcdef"
+    root.mkdir(parents=True)
+    spec = load_spec(project)
+    RunDir(root).ensure_spec_lock(spec)  # a new run: lock written, frozen keys logged
+    parsed: list[str] = []
+    real = yaml.safe_load
+    monkeypatch.setattr(yaml, "safe_load", lambda stream: parsed.append("lock") or real(stream))
+    rundir = RunDir.resolve(project, create=False)
+    assert parsed == []
+    rundir.ensure_spec_lock(spec)
+    assert parsed == ["lock"]

@@ -205,10 +205,11 @@ def collect(
     best = str(state.get("best_id", SEED_TAG))
     accepts = (e for e in reversed(events) if e.get("kind") == DECISION and e.get("decision") == "accept")
     best_label = next((_label(e) for e in accepts if e.get("tag") == best), None)
-    rows = _verdict_rows(rundir.verdicts.checked_all(), log)
+    checked = rundir.verdicts.checked_all()
+    rows = _verdict_rows(checked, log)
     verdicts = _booked(rows + _screen_kill_rows(log, {row.tag for row in rows}), log)
     nulls = [abs(v.delta_mean) for v in verdicts if v.null_control and v.delta_mean is not None]
-    said = measurement.confinement if measurement is not None else confinement_of(rundir, events)
+    said = measurement.confinement if measurement is not None else confinement_of(checked, events)
     trial_counts = {tag: max((k for _, k in arm), default=-1) + 1 for tag, arm in val.items()}
     dash = Dashboard(
         run_id=rundir.run_id,
