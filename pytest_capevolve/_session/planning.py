@@ -149,6 +149,12 @@ class Repeats:
 
     def refused(self, tag: str, path: Path, screens: Screens) -> bool:
         digest = content_hash(path)
+        screened = screens.screened.get(tag)
+        if screened is not None and digest != screened:  # what is checked here is what the screens read
+            raise CandidateError(
+                f"{path} no longer holds the bytes checked ({screened}): not registered; register it again "
+                "once nothing writes to it"
+            )
         if self._best_digest is None:
             self._best_digest = content_hash(self.best_path)
         elsewhere = self._elsewhere()

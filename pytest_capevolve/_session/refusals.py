@@ -6,6 +6,7 @@ failure: reject). A refusal is a verdict without numbers, written with the sessi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,8 @@ from .._engine.checks import ProjectEnv
 from .._engine.checks import run as run_microcase
 from .._policy import guards
 from .._project import leak
-from .._project.candidate import SEED_TAG, content_hash
-from .._project.harness import TASKS_KEY, expand, protected_digests, tampered
+from .._project.candidate import SEED_TAG, CandidateError, compare_digests, content_hash
+from .._project.harness import TASKS_KEY, expand, is_protected, protected_digests
 from .._project.microcase import Microcase, refuse_test_tasks
 from .._project.microcase import load_project as load_microcases
 from .._project.spec import Spec
@@ -61,13 +62,34 @@ class Screens:
             refuse_test_tasks(self._microcases, test_ids)
 
     def refused(self, tag: str, path: Path, best: str) -> bool:
+        """The screens, on one read of the candidate's files: its hash, noted in ``screened``, is what the
+        registration holds the snapshot to (and the repeat check reads), so a writer racing the screens (an
+        optimizer's process writing its work copy while the broker gates it) cannot have one version judged
+        and another run. The microcases run the folder itself, before the registration's read."""
+        try:
+            digest, files = leak.read_candidate(path)
+        except CandidateError as exc:  # a link leaving the folder, a FIFO, a loop: the tamper guard's
+            return self._tampered(tag, path, best, [f"refused: {exc}"])
+        self.screened[tag] = digest
         return (
-            self._tampered(tag, path, best)
-            or self._leaks(tag, path, best)
+            self._tampered(tag, path, best, self._changes(files))
+            or self._leaks(tag, path, best, digest, files)
             or self._fails_microcases(tag, path, best)
         )
 
-    def _leaks(self, tag: str, path: Path, best: str) -> bool:
+    def _changes(self, files: dict[str, bytes]) -> list[str]:
+        if self._seed_protected is None:
+            # hashed once per session: the seed is the reference for every candidate
+            snapshot = self.rundir.snapshots.snapshot_dir(SEED_TAG)
+            seed = snapshot if snapshot.is_dir() else self.spec.capability_path
+            self._seed_protected = protected_digests(seed, self._protected)
+        # harness.tampered's comparison, on the bytes read: what the other screens judge, registration holds
+        theirs = {
+            rel: sha256(data).hexdigest() for rel, data in files.items() if is_protected(rel, self._protected)
+        }
+        return compare_digests(theirs, self._seed_protected)
+
+    def _leaks(self, tag: str, path: Path, best: str, digest: str, files: dict[str, bytes]) -> bool:
         """A candidate whose added lines (against ``best``) hold a guarded id or gold answer: indecisive.
         Its files are read once: the bytes screened are the bytes hashed, noted in ``screened`` for the
         registration to hold the snapshot to."""
@@ -76,8 +98,6 @@ class Screens:
             return False
         snapshot = self.rundir.snapshots.snapshot_dir(best)
         parent = snapshot if snapshot.is_dir() else self.spec.capability_path
-        digest, files = leak.read_candidate(path)
-        self.screened[tag] = digest
         key = self._screen_key(digest, best, parent, min_length)
         summary = self.rundir.rollouts.summary
         if key is not None and summary.screened_clean(key):
@@ -116,13 +136,7 @@ class Screens:
             digest, self._parent_hashes[best], self._tasks_digest, self._guarded, min_length
         )
 
-    def _tampered(self, tag: str, path: Path, best: str) -> bool:
-        if self._seed_protected is None:
-            # hashed once per session: the seed is the reference for every candidate
-            snapshot = self.rundir.snapshots.snapshot_dir(SEED_TAG)
-            seed = snapshot if snapshot.is_dir() else self.spec.capability_path
-            self._seed_protected = protected_digests(seed, self._protected)
-        changes = tampered(self._seed_protected, path, self._protected)
+    def _tampered(self, tag: str, path: Path, best: str, changes: list[str]) -> bool:
         if changes:
             shown = first_few(changes, 5)
             self.refuse(
