@@ -2,9 +2,10 @@
 
 Run as ``python -m pytest_capevolve._engine.callcheck`` in the candidate folder, the request on
 stdin, so the candidate cannot touch the judging session and a timeout can stop it. Prints go to
-stderr; stdout carries one JSON line: ``value``, ``raised``/``raised_mro``/``message``, or ``setup_error``,
-and ``confinement``: the label of the boundary the call ran in, in the words a sandbox child's rollouts use
-(``unconfined (…)`` where the kernel refused it)."""
+stderr; stdout carries two JSON lines: first ``confinement``, the label of the boundary the call runs in,
+in the words a sandbox child's rollouts use (``unconfined (…)`` where the kernel refused it), written and
+flushed before the candidate's file is loaded (candidate code can write fd 1 too, but not take back a line
+already in the pipe); last ``value``, ``raised``/``raised_mro``/``message``, or ``setup_error``."""
 
 from __future__ import annotations
 
@@ -46,9 +47,11 @@ def _call(request: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     request = json.loads(sys.stdin.read())
     state = confined(request.get("boundary"))  # the sandbox child's boundary, before any candidate byte runs
+    sys.stdout.write(json.dumps({"confinement": state.label}) + "\n")
+    sys.stdout.flush()  # in the pipe before the candidate's file loads: the label is the process's own
     with contextlib.redirect_stdout(sys.stderr):
         result = _call(request)
-    sys.stdout.write(json.dumps({**result, "confinement": state.label}) + "\n")
+    sys.stdout.write(json.dumps(result) + "\n")
 
 
 if __name__ == "__main__":

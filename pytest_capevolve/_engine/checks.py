@@ -170,12 +170,14 @@ def _run_call(case: Microcase, check: dict[str, Any], candidate: Path, env: Proj
     except ValueError as exc:  # a sandbox_writable that would open a hidden folder: no call runs
         return Outcome(False, expected, f"the call did not run: {exc}")
     lines = done.stdout.strip().splitlines()
-    try:
-        result = json.loads(lines[-1])
-    except (IndexError, json.JSONDecodeError):
+    try:  # the label from the first line, written before the candidate's file loaded (callcheck.main)
+        label = str(json.loads(lines[0]).get("confinement") or "")
+        result = json.loads(lines[-1]) if len(lines) > 1 else {}
+    except (IndexError, json.JSONDecodeError, AttributeError):
+        label, result = "", {}
+    if not isinstance(result, dict) or not result:
         tail = done.stderr.strip().splitlines()[-1:] or ["no output"]
-        return Outcome(False, expected, f"the call process failed (exit {done.returncode}): {tail[0]}")
-    label = str(result.get("confinement") or "")
+        return Outcome(False, expected, f"the call process failed (exit {done.returncode}): {tail[0]}", label)
     if result.get("setup_error"):
         return Outcome(False, expected, result["setup_error"], label)
     raised = result.get("raised")
