@@ -298,3 +298,88 @@ def test_a_resumed_sequential_gate_reads_no_redraw_of_a_deleted_rollout(
     for tag in ("noop", "seed-null1", "seed-null2"):
         first, resumed = (verdict(projects.run_dir(p), tag) for p in (untouched, molested))
         assert {k: first[k] for k in keys} == {k: resumed[k] for k in keys}, tag
+
+
+# appended to the candidate's tools/reply.py: every rollout, what its code could learn of its sequential
+# order, as the closing line (the rollout's trace keeps it: the one way out of a confined child)
+PEEK_ORDER = """
+
+import os as _os
+from pathlib import Path as _Path
+
+_PROJECT = _Path({project!r})
+
+
+def _peek(what, read):
+    try:
+        return what + ":" + read()
+    except OSError as exc:
+        return what + ":refused"
+
+
+def _runs():
+    runs = _PROJECT / ".capevolve" / "runs"
+    return ",".join(str(p) for p in runs.rglob("*") if "secret" in p.parts or "sequential-stop" in p.parts)
+
+
+def _proc(name):
+    with open(f"/proc/{{_os.getppid()}}/{{name}}", "rb") as handle:
+        return handle.read(1 << 16).hex()
+
+
+def closing_line(category, _closing=closing_line):
+    seen = [_peek("runs", _runs), _peek("environ", lambda: _proc("environ")), _peek("mem", lambda: _proc("mem"))]
+    return _closing(category) + " | " + " ".join(seen)
+"""
+
+
+@pytest.mark.attack(
+    "kernel-boundary",
+    attack=(
+        "candidate code in a sequential gate (`-n 2`) that looks for its task order: the run's secret and "
+        "nonces, the stop marker the workers read (`.capevolve/runs/<id>/secret/`, `sequential-stop/`), and "
+        "the memory and environment of the process that scores it, which holds the plan the controller sent"
+    ),
+    outcome=(
+        "prevented: the run dir is hidden (nothing listed) and the scoring process's memory cannot be read "
+        "(`/proc/PPID/mem`: EPERM); its environment, readable, is the child's own and holds no secret or "
+        "nonce. Knowing its order would help a candidate only to choose which draws count, which the worst "
+        "case now holds"
+    ),
+    unconfined="readable (the run is labelled unconfined); what the order could buy is held as confined",
+)
+@pytest.mark.confined
+def test_confined_candidate_code_cannot_learn_its_sequential_order(example, projects, capevolve, monkeypatch):
+    import secrets as randomness
+
+    from pytest_capevolve._confine.landlock import abi
+    from pytest_capevolve._store.sessions import order_secret
+
+    if abi() == 0:
+        pytest.skip("the kernel offers no Landlock here")
+    # a secret and nonces of their own (the suite fixes them for runs it compares)
+    monkeypatch.setattr(order_secret, "new_secret", lambda: randomness.token_bytes(32))
+    monkeypatch.setattr(order_secret, "new_nonce", lambda: randomness.token_bytes(32))
+    project = better_seed(example, projects)
+    peeker = project / "candidates" / "peeker"
+    shutil.copytree(project / "candidates" / "improved", peeker)
+    with (peeker / "tools" / "reply.py").open("a") as handle:
+        handle.write(PEEK_ORDER.format(project=str(project)))
+    result = capevolve(project, "peeker", gate=True, extra=["--capevolve-sequential", "-n", "2"])
+    assert result.ret in (0, 10, 11), result.stdout.str()[-3000:]
+    run_dir = projects.run_dir(project)
+    secret = (run_dir / "secret" / "order.key").read_text().strip()
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    nonces = [e["nonce"] for e in events if e["kind"] == "order_nonce_drawn"]
+    assert secret and nonces
+    replies = [
+        json.loads(path.read_text())["trace"]["reply"]
+        for path in (run_dir / "rollouts" / "val").glob("*__peeker__t*.json")
+    ]
+    assert replies
+    for reply in replies:
+        seen = dict(part.split(":", 1) for part in reply.split(" | ", 1)[1].split(" "))
+        assert seen["runs"] in ("", "refused") and seen["mem"] == "refused", reply  # hidden; not traceable
+        environ = bytes.fromhex(seen["environ"]).decode(errors="replace") if seen["environ"] else ""
+        for said in (reply, environ):  # the scoring process's environment is the child's own
+            assert secret not in said and not any(n in said for n in nonces)
