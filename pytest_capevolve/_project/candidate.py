@@ -14,7 +14,7 @@ import hashlib
 import os
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ..exitcodes import REFUSED, CapevolveError
@@ -192,6 +192,17 @@ def text_hash(root: Path) -> str:
     most (paths count as they are: an added empty file is a real change). An exact repeat is
     refused (:mod:`.._policy.repeats.identity`)."""
     return "text-sha256:" + tree_digest(root, lambda path: normalized_text(path.read_bytes()))
+
+
+def text_hash_of(files: Mapping[str, bytes]) -> str:
+    """:func:`text_hash` of files already read (relative posix path → bytes, in the walk's order, as
+    :func:`.leak.read_candidate` holds them): the text of the bytes a check judged, not of a later read."""
+    digest = hashlib.sha256()
+    for relative, data in files.items():
+        rel, text = relative.encode("utf-8"), normalized_text(data)
+        digest.update(len(rel).to_bytes(8, "big") + rel)
+        digest.update(len(text).to_bytes(8, "big") + text)
+    return "text-sha256:" + digest.hexdigest()
 
 
 def file_digests(root: Path, keep: Callable[[str], bool] = lambda relative: True) -> dict[str, str]:

@@ -190,7 +190,8 @@ class Repeats:
             # not the bytes, but the text of a decided tag or the best (a trailing space, CRLF)
             from .._policy.repeats.identity import near_repeat_line, same_text_as
 
-            earlier = same_text_as(self.rundir, tag, path, best=self.best, elsewhere=elsewhere)
+            mine = screens.screened_text.get(tag)  # the text of the bytes the screens read (registered)
+            earlier = same_text_as(self.rundir, tag, path, best=self.best, elsewhere=elsewhere, mine=mine)
             here = self.rundir.run_id
             said = near_repeat_line(tag, earlier, best=self.best, here=here) if earlier is not None else None
         if earlier is None:

@@ -15,7 +15,7 @@ from .._engine.checks import ProjectEnv
 from .._engine.checks import run as run_microcase
 from .._policy import guards
 from .._project import leak
-from .._project.candidate import SEED_TAG, CandidateError, compare_digests, content_hash
+from .._project.candidate import SEED_TAG, CandidateError, compare_digests, content_hash, text_hash_of
 from .._project.harness import TASKS_KEY, expand, is_protected, protected_digests
 from .._project.microcase import Microcase, refuse_test_tasks
 from .._project.microcase import load_project as load_microcases
@@ -42,6 +42,7 @@ class Screens:
         self._tasks_digest: str | None = None  # the pool the harness lock checked: the needles' source
         # tag → the content hash of the bytes its leak screen read: registration refuses any others
         self.screened: dict[str, str] = {}
+        self.screened_text: dict[str, str] = {}  # their text hash, which the near-repeat check reads
 
     def close(self) -> None:
         self._env.close()
@@ -70,7 +71,7 @@ class Screens:
             digest, files = leak.read_candidate(path)
         except CandidateError as exc:  # a link leaving the folder, a FIFO, a loop: the tamper guard's
             return self._tampered(tag, path, best, [f"refused: {exc}"])
-        self.screened[tag] = digest
+        self.screened[tag], self.screened_text[tag] = digest, text_hash_of(files)
         return (
             self._tampered(tag, path, best, self._changes(files))
             or self._leaks(tag, path, best, digest, files)

@@ -118,3 +118,50 @@ def test_bytes_that_fail_a_microcase_swapped_out_and_back_around_it_are_never_pa
     result = capevolve(project, "racer", gate=True, extra=["--capevolve-null", "0"])
     assert judged == [False]  # the microcases passed the bytes swapped in
     _refused_unpaid(project, result)
+
+
+@pytest.mark.attack(
+    "laundering",
+    attack=(
+        "refuted bytes re-proposed with a trailing space, the folder swapped for other bytes just while the "
+        "near-repeat check read it (after the screens and the exact-repeat check) and back before the "
+        "registration: the check read the other text, and the refuted bytes were gated again (a re-roll)"
+    ),
+    outcome=(
+        "refused: the near-repeat check reads the text of the bytes the screens read, which the registration "
+        "holds"
+    ),
+)
+def test_refuted_bytes_swapped_away_while_the_near_repeat_check_reads_are_not_regated(
+    example, projects, capevolve, monkeypatch
+) -> None:
+    from pytest_capevolve._policy.repeats import identity
+
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    shutil.rmtree(project / "microcases")  # 'regressed' is refuted by its rollouts here
+    first = capevolve(project, "regressed", gate=True, extra=["--capevolve-null", "0"])
+    assert first.ret == 10, first.stdout.str()[-3000:]  # refuted
+    racer = project / "candidates" / "racer"
+    shutil.copytree(project / "candidates" / "regressed", racer)
+    refuted = (racer / "prompt.md").read_text() + "   "  # the same text, a trailing space
+    (racer / "prompt.md").write_text(refuted)
+    real = identity.same_text_as
+    read: list[object] = []
+
+    def swapped_while_read(*args, **kwargs):  # type: ignore[no-untyped-def]
+        (racer / "prompt.md").write_text(refuted + "\nBe courteous.\n")  # other text, while it reads
+        try:
+            found = real(*args, **kwargs)
+            read.append(found)
+            return found
+        finally:
+            (racer / "prompt.md").write_text(refuted)  # back, before the registration reads it
+
+    monkeypatch.setattr(identity, "same_text_as", swapped_while_read)
+    again = capevolve(project, "racer", gate=True, extra=["--capevolve-null", "0"])
+    assert len(read) == 1
+    _refused_unpaid(project, again)
+    again.stdout.fnmatch_lines(
+        ["racer *REJECT*never paid for: *differs from 'regressed' only in line endings*"]
+    )

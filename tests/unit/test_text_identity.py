@@ -52,3 +52,19 @@ def test_the_tree_hash_counts_paths_binary_bytes_and_empty_files(tmp_path: Path)
     (two / "blob.bin").write_bytes(b"\0a \n")
     (two / "empty.md").write_text("")  # an added file is a change, even an empty one
     assert text_hash(one) != text_hash(two)
+
+
+def test_the_text_hash_of_bytes_read_once_is_the_folders(tmp_path: Path) -> None:
+    """What the near-repeat check reads from a screen's one read (``text_hash_of``) is what reading the
+    folder gives, so an honest candidate is judged the same; a file changed after the read is not seen."""
+    from pytest_capevolve._project.candidate import text_hash_of
+    from pytest_capevolve._project.leak import read_candidate
+
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "prompt.md").write_text("Be kind.  \r\n\r\n")
+    (tmp_path / "tools" / "reply.py").write_text("def f():\n    return 1\n")
+    (tmp_path / "z.bin").write_bytes(b"\0\1\2")
+    _, files = read_candidate(tmp_path)
+    assert text_hash_of(files) == text_hash(tmp_path)
+    (tmp_path / "prompt.md").write_text("Be rude.\n")
+    assert text_hash_of(files) != text_hash(tmp_path)

@@ -360,10 +360,17 @@ def already_decided_reason(recorded: dict[str, Any], rederived: str) -> str:
 
 
 def same_text_as(
-    rundir: RunDir, tag: str, path: Path, *, best: str, elsewhere: Mapping[str, Earlier]
+    rundir: RunDir,
+    tag: str,
+    path: Path,
+    *,
+    best: str,
+    elsewhere: Mapping[str, Earlier],
+    mine: str | None = None,
 ) -> Earlier | None:
     """The decided tag (or the best) whose files differ from ``path``'s in whitespace at line ends only: in
-    this run, or a decision ``elsewhere`` (:func:`decided_in_project`) whose run folder is still here."""
+    this run, or a decision ``elsewhere`` (:func:`decided_in_project`) whose run folder is still here.
+    ``mine``: the text hash of the bytes a screen read (the ones registered), else ``path`` is read."""
     registered = registered_hashes(rundir)
     if tag in registered:
         return None  # a resume of its own bytes
@@ -374,7 +381,7 @@ def same_text_as(
     wanted += [(RunDir(rundir.root.parent / e.run_id), e.tag, d, e) for d, e in elsewhere.items()]
     if not wanted:
         return None
-    mine = text_hash(path)
+    mine = text_hash(path) if mine is None else mine
     for run, other, digest, earlier in wanted:
         if earlier and earlier.text_hash == mine and not earlier.fresh:  # its run folder moved out too
             return earlier
