@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_capevolve import exitcodes
 from pytest_capevolve._cli.main import main
 
 VAL_TASKS, TRIALS = 40, 5  # noisy_agent's val split and trials
@@ -227,7 +228,7 @@ def test_a_calibrated_gate_raises_no_alarm(example, projects, capevolve, spend):
 
 
 def test_a_clearly_better_candidate_stops_early_with_its_null_controls_and_saves_rollouts(
-    example, projects, capevolve, xdist_args
+    example, projects, capevolve, xdist_args, capsys
 ):
     """Issue 40: with the default null controls the session stops once the candidate is decided;
     the nulls take the session's order and follow it, their floor read on the candidate's tasks."""
@@ -272,6 +273,14 @@ def test_a_clearly_better_candidate_stops_early_with_its_null_controls_and_saves
             f"*sequential gate: the stop saved {saved} rollouts (of {planned} planned*",
         ]
     )
+    # `capevolve gate` re-derives the fixed-n gate on the prefix, not the sequential rule: a what-if
+    # naming the decision (it printed INDECISIVE and exited 11 for this booked accept)
+    capsys.readouterr()
+    assert main(["gate", "improved", "--project", str(project), "--json"]) == exitcodes.WHAT_IF
+    what_if = json.loads(capsys.readouterr().out)["what_if"]
+    assert what_if["booked"] == "accept"
+    assert "sequential, accept by sequential_efficacy after" in what_if["line"]
+    assert "does not replay a sequential decision: verdicts/improved.json holds it" in what_if["line"]
 
 
 FIXED_ORDER = """
