@@ -232,7 +232,8 @@ class SequentialGate:
             elif followed is not None:
                 how = f"followed the candidates: stopped with them after {len(followed)} of {total} tasks"
             elif len(self.seen(tag)) == total:
-                how = f"no crossing over all {total} tasks: the exact test decided at the α left over"
+                alpha = f"{float(self.alphas[tag]):.4g}"  # the whole α: the looks spent none of it
+                how = f"no crossing over all {total} tasks: the exact test decided at α = {alpha}"
             else:
                 how = f"undecided after {len(self.seen(tag))} of {total} tasks"
             lines.append(
