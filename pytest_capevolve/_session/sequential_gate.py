@@ -239,6 +239,8 @@ class SequentialGate:
             lines.append(
                 f"sequential {tag}: {how} (efficacy e = {s.efficacy:.4g}, futility e = {s.futility:.4g})"
             )
+        if not self.gated:  # every candidate refused before any rollout: nothing was planned to stop
+            return lines
         lines.append(
             f"sequential gate: the stop saved {self.saved} rollouts (of {per_tag * (len(self.gated) + 1)} "
             "planned for the gated tags and the best)"

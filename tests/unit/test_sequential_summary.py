@@ -40,3 +40,9 @@ def test_a_tag_no_e_process_stopped_is_decided_by_the_exact_test_at_its_whole_al
     assert g.summary()[0].startswith(
         "sequential cand: no crossing over all 6 tasks: the exact test decided at α = 0.05 (efficacy e = "
     )
+
+
+def test_a_session_whose_candidates_were_all_refused_claims_no_plan() -> None:
+    """A candidate byte-identical to the best is refused before any rollout (no null controls, no
+    items); the summary said "the stop saved 0 rollouts (of 160 planned …)" for a session that ran none."""
+    assert gate([]).summary() == []
