@@ -105,6 +105,33 @@ class Interrupting(NoisyAgentAdapter):
 '''
 
 
+def test_workers_on_a_copy_of_the_project_stop_paying_once_decided(example, projects, capevolve, pytester):
+    """Workers on a copy (docs/how-to/remote-workers.md: ``--tx …//chdir=COPY -d``) never read the
+    controller's stop marker: the controller sends them no item of a decided tag, so each pays at most
+    its window past the decision (they were sent every item: "stopped after 10 of 80 tasks … saved 0")."""
+    import shutil
+
+    project = example("noisy_agent", dest="origin/noisy_agent")
+    no_microcases(project)
+    copy = pytester.path / "remote" / "noisy_agent"
+    shutil.copytree(project, copy)
+    remote = ["--tx", f"2*popen//chdir={copy}", "-d"]
+    result = capevolve(
+        project, "regressed", gate=True, extra=["--capevolve-sequential", "--capevolve-null", "0", *remote]
+    )
+    assert result.ret == 10, result.stdout.str()
+    run_dir = projects.run_dir(project)
+    seq = verdict(run_dir, "regressed")["details"]["sequential"]
+    assert seq["outcome"] == "futility" and seq["tasks_seen"] < VAL_TASKS
+    assert not list(copy.glob(".capevolve/runs/*/sequential-stop/*"))  # no marker the workers could read
+    paid = rollout_files(run_dir, "regressed")
+    assert paid <= seq["tasks_seen"] * TRIALS + WINDOW * 2, (paid, seq["tasks_seen"])
+    saved = VAL_TASKS * TRIALS * 2 - paid - rollout_files(run_dir, "seed")
+    result.stdout.fnmatch_lines(
+        [f"*sequential gate: the stop saved {saved} rollouts (of {VAL_TASKS * TRIALS * 2} *"]
+    )
+
+
 def test_an_interrupted_sequential_gate_says_undecided_with_its_e_value(example, projects, capevolve):
     project = example("noisy_agent")
     no_microcases(project)
