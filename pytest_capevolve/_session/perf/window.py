@@ -7,12 +7,21 @@ within that many items of it (the stop marker stops the rest)."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 
-def window_scheduler(config: Any, log: Any, window: int, *, lead_limit: bool = True) -> Any:
+def window_scheduler(
+    config: Any,
+    log: Any,
+    window: int,
+    *,
+    lead_limit: bool = True,
+    not_needed: Callable[[str], bool] | None = None,
+) -> Any:
     """``lead_limit=False``: the per-worker window only (bounding what a stopped controller re-pays); the
-    lead rule is the sequential gate's."""
+    lead rule is the sequential gate's. ``not_needed(nodeid)``: an item not yet sent that the gate no longer
+    needs is never sent (a worker on a copy of the project never sees the stop marker)."""
     from xdist.scheduler import LoadScheduling  # only when xdist runs this session
 
     class WindowScheduling(LoadScheduling):  # type: ignore[misc]
@@ -33,6 +42,8 @@ def window_scheduler(config: Any, log: Any, window: int, *, lead_limit: bool = T
         def check_schedule(self, node: Any, duration: float = 0) -> None:
             if node.shutting_down:
                 return
+            if not_needed is not None:
+                self.pending[:] = [i for i in self.pending if not not_needed(self.collection[i])]
             if not self.pending:
                 node.shutdown()
                 return
