@@ -81,7 +81,7 @@ class SequentialGate:
         from .perf.window import window_scheduler
 
         window = max(2, self.plan.num_trials * len(self.plan.candidates))
-        return window_scheduler(config, log, window, not_needed=self.not_sent)
+        return window_scheduler(config, log, window, not_needed=self.not_sent, stops=self.stopped.__len__)
 
     def not_sent(self, nodeid: str) -> bool:
         """Controller, under xdist: is this item, not yet sent, of a decided tag? Then it is never sent
