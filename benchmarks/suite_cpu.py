@@ -11,8 +11,9 @@ each file N times on both sides, still alternated, and prints each test's median
 
 ``--where [PATH...]`` measures this checkout alone (default: the whole suite, as the README's
 command runs it, over ``-n 2`` workers): each file's CPU seconds and its tests, the most
-expensive first, then the most expensive tests and the total; where to look before changing a
-test. The workers' start-up and collection are in no test's figure.
+expensive first, then the most expensive tests and the total, and when each worker ran its last
+test (an idle core at the end shows there); where to look before changing a test. The workers'
+start-up and collection are in no test's figure.
 
     python benchmarks/suite_cpu.py [--baseline REV] [--rounds N] [-k EXPR] FILE...
     python benchmarks/suite_cpu.py --where [-n N] [--top K] [PATH...]
@@ -30,7 +31,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PROBE = """
-import os, resource
+import os, resource, time
 import pytest
 
 def _cpu():
@@ -41,8 +42,9 @@ def _cpu():
 def pytest_runtest_protocol(item, nextitem):
     before = _cpu()
     yield
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     with open(os.environ["SUITE_CPU_OUT"], "a") as out:
-        out.write(f"{_cpu() - before:.3f}\\t{item.nodeid}\\n")
+        out.write(f"{_cpu() - before:.3f}\\t{item.nodeid}\\t{worker}\\t{time.time():.3f}\\n")
 """
 
 
@@ -54,7 +56,23 @@ def measure(tree: Path, paths: list[str], select: str | None, scratch: Path, *ex
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "suite_cpu_probe", *extra]
     subprocess.run([*argv, *paths, *(["-k", select] if select else [])], cwd=tree, env=env, check=False)
     rows = [line.split("\t") for line in out.read_text().splitlines()] if out.exists() else []
-    return {node: float(cpu) for cpu, node in rows}
+    return {node: float(cpu) for cpu, node, *_ in rows}
+
+
+def tail(scratch: Path) -> None:
+    """The last measurement's idle tail: when each worker finished its last test, and how long
+    the first to finish then stood idle while another still ran (wall clock: load moves it)."""
+    out = scratch / "cpu.tsv"
+    rows = [line.split("\t") for line in out.read_text().splitlines()] if out.exists() else []
+    last: dict[str, tuple[float, str]] = {}
+    for _, node, worker, end in rows:
+        last[worker] = max(last.get(worker, (0.0, "")), (float(end), node))
+    if len(last) < 2:
+        return
+    done = max(end for end, _ in last.values())
+    print("\nlast test per worker (s before the last worker's end):")
+    for worker, (end, node) in sorted(last.items()):
+        print(f"{done - end:8.1f}  {worker}  {node}")
 
 
 def where(paths: list[str], workers: str, top: int, select: str | None, scratch: Path) -> None:
@@ -70,6 +88,7 @@ def where(paths: list[str], workers: str, top: int, select: str | None, scratch:
     for node, cpu in sorted(tests.items(), key=lambda item: -item[1])[:top]:
         print(f"{cpu:8.2f}  {node}")
     print(f"\n{sum(tests.values()):8.2f}  total CPU s of {len(tests)} tests")
+    tail(scratch)
 
 
 def main() -> None:

@@ -17,7 +17,8 @@ Sessions (and ``capevolve gate``, which re-derives a session's verdict; ``capevo
       that completes them
 14    what-if (``capevolve gate`` only): an override (``--against``, ``--gate-mode``,
       ``--k-se``, ``--alpha``, ``--veto-regressions``) departs from the settings the tag was
-      decided under; the answer is printed marked WHAT-IF and is not the decision, whatever
+      decided under, or the tag was decided by the sequential gate (which ``capevolve gate``
+      does not replay); the answer is printed marked WHAT-IF and is not the decision, whatever
       it says — never 0, so no script reads it as an accept
 15    repeat of an accepted decision: no gated candidate was rejected, but one is byte-identical
       to bytes already accepted (in this run or another of the project); nothing new was

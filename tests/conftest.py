@@ -52,8 +52,19 @@ Example = Callable[..., Path]
 # What every session a test starts leaves out: anyio's pytest plugin (installed here by the
 # openai and inspect extras, read by no test's session) imports anyio in each new process — an
 # inner xdist worker, a session in a child — ~0.1 CPU-s each. Blocking it is not a load (the
-# harness lock reads `-p NAME` loads only).
+# harness lock reads `-p NAME` loads only). Moot where autoload is off (below); kept for the
+# tests marked `autoload`.
 LEAN = ["-p", "no:anyio"]
+
+# The plugins a session a test starts needs: xdist's and ours, by module name (pytest 8.1 reads
+# PYTEST_PLUGINS as module names only; an entry point's name such as "xdist" works from 8.4 on).
+# Every other installed plugin (hypothesis's ~0.27 CPU-s, anyio's ~0.1, platformdirs') is left
+# unloaded in each pytest process the suite starts: a pytester subprocess, an in-process run, a
+# `capevolve` command's session, the xdist workers of each. See :func:`_autoload_off_unless_marked`.
+INNER_PLUGINS = {
+    "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+    "PYTEST_PLUGINS": "xdist.plugin,pytest_capevolve.plugin",
+}
 
 
 # The order secret a run makes at its start is random; a test's runs get this fixed one instead,
@@ -158,6 +169,35 @@ def _boundary_on_unless_marked(request: pytest.FixtureRequest) -> Iterator[None]
             own.setenv("CAPEVOLVE_LANDLOCK", "off")
         else:
             own.delenv("CAPEVOLVE_LANDLOCK", raising=False)
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _autoload_off_unless_marked(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The pytest sessions a test starts load only the plugins they use (:data:`INNER_PLUGINS`,
+    through the environment every one of them reads: in process, in a child, behind a
+    ``capevolve`` command, on an xdist worker), except in tests marked ``autoload``: those run
+    their sessions as a user's run, with every installed plugin autoloaded, so a plugin that
+    breaks ours (or that ours must tame, as hypothesis's) still fails a test — the newcomer's
+    path and the README's quickstart among them. ``CAPEVOLVE_TEST_AUTOLOAD=1`` autoloads in every
+    test, to tell a failure this causes from any other. An ssh worker's login gets a fresh
+    environment and autoloads there, as on a real host.
+
+    Both variables or neither: with autoload on, ``PYTEST_PLUGINS`` would register xdist's and
+    our module a second time under another name (pluggy refuses). Sessions a test starts share
+    one environment, so the harness lock (which holds ``PYTEST_PLUGINS``) sees no change between
+    them; a build kept across tests is kept apart by it (:class:`Built`). Named to sort before the
+    autouse fixtures that take ``monkeypatch``, as :func:`_boundary_on_unless_marked` is."""
+    autoload = (
+        request.node.get_closest_marker("autoload") is not None
+        or os.environ.get("CAPEVOLVE_TEST_AUTOLOAD") == "1"
+    )
+    with pytest.MonkeyPatch.context() as own:
+        for name, value in INNER_PLUGINS.items():
+            if autoload:
+                own.delenv(name, raising=False)
+            else:
+                own.setenv(name, value)
         yield
 
 
@@ -297,7 +337,8 @@ class Built:
     its own ``pytester.path / dest``, and what ``make`` returned. Only for tests whose assertions
     do not depend on building it themselves: a project is its own wherever it lives
     (test_moved_project.py), and a copy carries its run dir whole. A build made unconfined is
-    kept apart from one made confined (a run records how its sessions ran)."""
+    kept apart from one made confined (a run records how its sessions ran), and one made with
+    every plugin autoloaded from one made lean (the harness lock holds ``PYTEST_PLUGINS``)."""
 
     def __init__(self, pytester: pytest.Pytester, cache: dict[str, tuple[Path, Any]], root: Path) -> None:
         self.pytester, self.cache, self.root = pytester, cache, root
@@ -305,6 +346,7 @@ class Built:
     def __call__(self, key: str, dest: str, make: Callable[[], tuple[Path, Any]]) -> tuple[Path, Any]:
         target = self.pytester.path / dest
         key = f"{key}-landlock-{os.environ.get('CAPEVOLVE_LANDLOCK', 'default')}"
+        key += "-lean" if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD") else "-autoloaded"
         if key not in self.cache:
             project, made = make()
             assert project == target, (project, target)

@@ -86,8 +86,8 @@ class SessionEnd:
                 self.outcome = _damaged_outcome(f"capevolve: {exc}", exitcodes.INDECISIVE)
                 return result
             self.outcome.closing[:0] = [(line, {}) for line in settled]
-            if stopped_by is not None:
-                self.outcome.say(stopped_line(stopped_by, missing=bool(self.outcome.missing)), yellow=True)
+            if stopped_by is not None and self.outcome.missing:  # a stop with nothing owed stopped nothing
+                self.outcome.say(stopped_line(stopped_by), yellow=True)
         return result
 
     def _stopped(self, exc: BaseException) -> None:

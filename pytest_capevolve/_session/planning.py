@@ -471,9 +471,9 @@ def _null_controls(
     if identical is not None and len(null_tags) > 1:
         null_tags = [identical]
         notes.append(identical_note(identical, best))
-    for tag in null_tags:
+    for tag in null_tags:  # registered from the best's bytes, which a worker's earlier copy holds too
         digest = rundir.snapshots.register_candidate(tag, best_path)
-        planned.append(planned_at(spec, rundir, tag, rundir.snapshots.snapshot_dir(tag), digest))
+        planned.append(planned_at(spec, rundir, tag, best_path, digest))
     return null_tags
 
 

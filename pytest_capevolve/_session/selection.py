@@ -167,11 +167,10 @@ def stopped_early(config: pytest.Config, session: pytest.Session, exc: BaseExcep
     return None
 
 
-def stopped_line(flag: str, *, missing: bool) -> str:
-    then = f"a run without {flag}{' (the command above)' if missing else ''} completes the rest"
+def stopped_line(flag: str) -> str:
     return (
         f"stopped early by {flag} at a failed rollout (a task the agent fails is data, "
-        f"not a bug); {then}, reusing every rollout paid"
+        f"not a bug); a run without {flag} (the command above) completes the rest, reusing every rollout paid"
     )
 
 

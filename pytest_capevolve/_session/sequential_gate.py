@@ -23,7 +23,7 @@ from .._decide import stopping as seqgate
 from .._decide import task_order
 from .._decide.basis import Basis
 from .._decide.verdict import ACCEPT, INDECISIVE, GateConfig, Verdict
-from .._items.nodes import CONTEXT_KEY, SEQUENTIAL_SKIP
+from .._items.nodes import CONTEXT_KEY, SEQUENTIAL_SKIP, item_name
 from .._items.plan import EvalPlan
 from .._policy.gate.verdicts import Evidence, as_null, null_deltas
 from .._project.spec import Spec
@@ -61,6 +61,7 @@ class SequentialGate:
     unasked: set[str] = field(default_factory=set)
     # (decisions, accepts) of the run's α budget when the shares in ``alphas`` were read
     budget_at_start: tuple[int, tuple[int, ...]] | None = None
+    _tag_of: dict[str, str] = field(default_factory=dict, repr=False)  # item name → its tag (not_sent)
 
     def __post_init__(self) -> None:
         tags, task_ids = {self.best, *self.gated}, set(self.plan.task_ids)
@@ -100,7 +101,20 @@ class SequentialGate:
             return None
         from .perf.window import window_scheduler
 
-        return window_scheduler(config, log, max(2, self.plan.num_trials * len(self.plan.candidates)))
+        window = max(2, self.plan.num_trials * len(self.plan.candidates))
+        return window_scheduler(config, log, window, not_needed=self.not_sent, stops=self.stopped.__len__)
+
+    def not_sent(self, nodeid: str) -> bool:
+        """Controller, under xdist: is this item, not yet sent, of a decided tag? Then it is never sent
+        (counted as saved), so a worker that cannot read the stop marker pays no more than its window."""
+        if not self.stopped:
+            return False
+        if not self._tag_of:
+            self._tag_of = {item_name(self.plan, key): key.tag for key in self.plan.owed_keys()}
+        if self._tag_of.get(nodeid.rsplit("::", 1)[-1]) in self.stopped:
+            self.saved += 1
+            return True
+        return False
 
     def _add(self, record: RolloutRecord) -> None:
         key = (record.tag, record.task_id, record.trial)
@@ -311,12 +325,15 @@ class SequentialGate:
             elif followed is not None:
                 how = f"followed the candidates: stopped with them after {len(followed)} of {total} tasks"
             elif len(self.seen(tag)) == total:
-                how = f"no crossing over all {total} tasks: the exact test decided at the α left over"
+                alpha = f"{float(self.alphas[tag]):.4g}"  # the whole α: the looks spent none of it
+                how = f"no crossing over all {total} tasks: the exact test decided at α = {alpha}"
             else:
                 how = f"undecided after {len(self.seen(tag))} of {total} tasks"
             lines.append(
                 f"sequential {tag}: {how} (efficacy e = {s.efficacy:.4g}, futility e = {s.futility:.4g})"
             )
+        if not self.gated:  # every candidate refused before any rollout: nothing was planned to stop
+            return lines
         lines.append(
             f"sequential gate: the stop saved {self.saved} rollouts (of {per_tag * (len(self.gated) + 1)} "
             "planned for the gated tags and the best)"

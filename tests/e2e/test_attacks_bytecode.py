@@ -295,6 +295,7 @@ def test_a_pth_file_planted_during_a_session_starts_no_later_sandbox_child(
     ),
     outcome="refused: installed `pytest11` entry points are start-up hooks the harness lock holds",
 )
+@pytest.mark.autoload  # the planted entry point is loaded, as pytest loads one by default
 def test_a_pytest11_entry_point_planted_in_the_environment_is_a_changed_harness(
     example, projects, capevolve, monkeypatch, tmp_path
 ):

@@ -25,6 +25,7 @@ def test_every_tutorial_command_runs_as_the_page_says(page: str, tmp_path: Path)
     assert ran and all(result.returncode == command.exit_code for command, result in ran)
 
 
+@pytest.mark.autoload  # pasted by a user, whose sessions load every installed plugin
 def test_the_readme_quickstart_ends_in_a_verdict_line(tmp_path: Path) -> None:
     """Pasted from the repository root after the set-up (which made .venv), the quickstart
     gates the bundled candidate and prints its ACCEPT line with its p and why."""

@@ -79,7 +79,8 @@ def test_every_verdict_carries_the_split_not_only_a_plain_gate_sessions(example,
     assert split["var_total"] == pytest.approx(verdict["se"] ** 2)
 
     capsys.readouterr()
-    assert main(["gate", "careful", "--project", str(project), "--json"]) in (0, 10)
+    # the fixed-n re-derivation of a sequential decision is a what-if (exit 14), never the decision
+    assert main(["gate", "careful", "--project", str(project), "--json"]) == 14
     again = json.loads(capsys.readouterr().out)
     assert again["judge_noise"]["rescores"] == 3 and again["judge_noise"]["n_tasks"] == again["n_tasks"]
     assert again["judge_noise"]["var_total"] == pytest.approx(again["se"] ** 2)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from docs_commands import commands, play
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "tutorial" / "your-project.md"
@@ -83,6 +84,7 @@ NOTE the best 'cand_0001' is adopted: accepted against the same bytes as 'seed' 
 """
 
 
+@pytest.mark.autoload  # as a newcomer's sessions run: every installed plugin loaded
 def test_the_newcomers_path_and_a_repeat_in_a_new_run_have_no_dead_end(tmp_path: Path) -> None:
     page = PAGE.read_text(encoding="utf-8")
     to_book, to_seal = page.split("\n## 6. ", 1)  # the page to its booking, and from its finalize

@@ -18,6 +18,7 @@ def pytest_unconfigure(config):
 """
 
 
+@pytest.mark.autoload  # what installing the plugin costs: loaded as pytest loads it, beside the others
 def test_a_plain_session_imports_neither_numpy_nor_scipy(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(PROBE)
     # an ordinary test of someone else's (it uses a pytest fixture, as real tests do)

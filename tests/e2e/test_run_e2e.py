@@ -109,6 +109,27 @@ def test_remote_style_workers_on_a_copy_give_the_same_records(
     result.stderr.fnmatch_lines([f"*--tx 1[*]popen//chdir={empty}: * holds no copy of the project*"])
 
 
+def test_a_gate_on_remote_style_workers_pays_its_null_controls_from_the_copy(
+    pytester: pytest.Pytester, example, projects, capevolve
+) -> None:
+    """The remote recipe before a first gate: the gate session registers its null controls after the copy
+    was made, so the copy holds no snapshot of theirs; a null is the best's bytes, which the copy holds
+    (the seed's folder, or the best's snapshot). Every null rollout was an infra error (the copy of
+    'seed-null1' hashed as an empty folder), so the nulls were indecisive, the candidate judged without
+    a noise floor, and the session exited 12."""
+    project = example("toy_calc", dest="origin/toy_calc")
+    copy = pytester.path / "remote" / "toy_calc"
+    shutil.copytree(project, copy)
+    result = capevolve(project, "careful", gate=True, extra=["--tx", f"2*popen//chdir={copy}", "-d"])
+    out = result.stdout.str()
+    assert "differs from the controller's" not in out
+    assert result.ret in (0, 10), out  # decided, not an infra failure
+    run_dir = projects.run_dir(project)
+    for null in ("seed-null1", "seed-null2"):
+        verdict = json.loads((run_dir / "verdicts" / f"{null}.json").read_text())
+        assert verdict["n_tasks"] > 0 and verdict["decision"] != "indecisive", null
+
+
 def test_a_stale_copy_on_a_worker_is_named_once_and_recopying_advised(
     pytester: pytest.Pytester, example, capevolve
 ) -> None:

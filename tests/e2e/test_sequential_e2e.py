@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_capevolve import exitcodes
 from pytest_capevolve._cli.main import main
 
 VAL_TASKS, TRIALS = 40, 5  # noisy_agent's val split and trials
@@ -102,6 +103,33 @@ class Interrupting(NoisyAgentAdapter):
             _os.kill(_os.getpid(), _signal.SIGINT)
         return super().score(task, rollout)
 '''
+
+
+def test_workers_on_a_copy_of_the_project_stop_paying_once_decided(example, projects, capevolve, pytester):
+    """Workers on a copy (docs/how-to/remote-workers.md: ``--tx …//chdir=COPY -d``) never read the
+    controller's stop marker: the controller sends them no item of a decided tag, so each pays at most
+    its window past the decision (they were sent every item: "stopped after 10 of 80 tasks … saved 0")."""
+    import shutil
+
+    project = example("noisy_agent", dest="origin/noisy_agent")
+    no_microcases(project)
+    copy = pytester.path / "remote" / "noisy_agent"
+    shutil.copytree(project, copy)
+    remote = ["--tx", f"2*popen//chdir={copy}", "-d"]
+    result = capevolve(
+        project, "regressed", gate=True, extra=["--capevolve-sequential", "--capevolve-null", "0", *remote]
+    )
+    assert result.ret == 10, result.stdout.str()
+    run_dir = projects.run_dir(project)
+    seq = verdict(run_dir, "regressed")["details"]["sequential"]
+    assert seq["outcome"] == "futility" and seq["tasks_seen"] < VAL_TASKS
+    assert not list(copy.glob(".capevolve/runs/*/sequential-stop/*"))  # no marker the workers could read
+    paid = rollout_files(run_dir, "regressed")
+    assert paid <= seq["tasks_seen"] * TRIALS + WINDOW * 2, (paid, seq["tasks_seen"])
+    saved = VAL_TASKS * TRIALS * 2 - paid - rollout_files(run_dir, "seed")
+    result.stdout.fnmatch_lines(
+        [f"*sequential gate: the stop saved {saved} rollouts (of {VAL_TASKS * TRIALS * 2} *"]
+    )
 
 
 def test_an_interrupted_sequential_gate_says_undecided_with_its_e_value(example, projects, capevolve):
@@ -227,7 +255,7 @@ def test_a_calibrated_gate_raises_no_alarm(example, projects, capevolve, spend):
 
 
 def test_a_clearly_better_candidate_stops_early_with_its_null_controls_and_saves_rollouts(
-    example, projects, capevolve, xdist_args
+    example, projects, capevolve, xdist_args, capsys
 ):
     """Issue 40: with the default null controls the session stops once the candidate is decided;
     the nulls take the session's order and follow it, their floor read on the candidate's tasks."""
@@ -272,6 +300,14 @@ def test_a_clearly_better_candidate_stops_early_with_its_null_controls_and_saves
             f"*sequential gate: the stop saved {saved} rollouts (of {planned} planned*",
         ]
     )
+    # `capevolve gate` re-derives the fixed-n gate on the prefix, not the sequential rule: a what-if
+    # naming the decision (it printed INDECISIVE and exited 11 for this booked accept)
+    capsys.readouterr()
+    assert main(["gate", "improved", "--project", str(project), "--json"]) == exitcodes.WHAT_IF
+    what_if = json.loads(capsys.readouterr().out)["what_if"]
+    assert what_if["booked"] == "accept"
+    assert "sequential, accept by sequential_efficacy after" in what_if["line"]
+    assert "does not replay a sequential decision: verdicts/improved.json holds it" in what_if["line"]
 
 
 FIXED_ORDER = """

@@ -9,8 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._store.rundir import RunDir
+
+# hypothesis's plugin is what these sessions must keep from loading hypothesis: autoloaded, as a user's
+pytestmark = pytest.mark.autoload
 
 PROBE = """
 import sys

@@ -152,10 +152,14 @@ def _what_if(
         if recorded
         else "no decision is booked on it"
     )
+    again = (
+        f"`capevolve gate` does not replay a sequential decision: verdicts/{tag}.json holds it"
+        if ((recorded or {}).get("details") or {}).get("sequential")
+        else f"`capevolve gate {tag}` without them re-derives the decision"
+    )
     line = (
         f"WHAT-IF, not the decision: {'; '.join(departs)} depart from the settings {tag!r} was "
-        f"decided under; {decided}, and this answer changes nothing (`capevolve gate {tag}` "
-        "without them re-derives the decision)"
+        f"decided under; {decided}, and this answer changes nothing ({again})"
     )
     what_if = {"answer": verdict.decision, "departs": departs, "booked": booked, "line": line}
     return replace(
@@ -170,6 +174,13 @@ def departures(recorded: dict[str, Any] | None, ask: GateAsk, level: DecidedLeve
     if recorded is None:
         return []
     found = []
+    sequential = (recorded.get("details") or {}).get("sequential")
+    if sequential:  # an anytime stop on a prefix: the fixed-n gate on what exists is not its rule
+        found.append(
+            f"the fixed-n gate over the rollouts that exist (the decision: sequential, "
+            f"{recorded.get('decision')} by {recorded.get('basis')} after {sequential.get('tasks_seen')} "
+            f"of {sequential.get('tasks_total')} tasks)"
+        )
     if ask.against and ask.against != recorded.get("against"):
         found.append(f"--against {ask.against} (the decision: against {recorded.get('against')!r})")
     if ask.gate_mode and ask.gate_mode != recorded.get("mode"):

@@ -7,15 +7,28 @@ within that many items of it (the stop marker stops the rest)."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 
-def window_scheduler(config: Any, log: Any, window: int, *, lead_limit: bool = True) -> Any:
+def window_scheduler(
+    config: Any,
+    log: Any,
+    window: int,
+    *,
+    lead_limit: bool = True,
+    not_needed: Callable[[str], bool] | None = None,
+    stops: Callable[[], int] = lambda: 0,
+) -> Any:
     """``lead_limit=False``: the per-worker window only (bounding what a stopped controller re-pays); the
-    lead rule is the sequential gate's."""
+    lead rule is the sequential gate's. ``not_needed(nodeid)``: an item not yet sent that the gate no longer
+    needs is never sent (a worker on a copy of the project never sees the stop marker); ``stops()``: how many
+    tags have stopped, which only grows."""
     from xdist.scheduler import LoadScheduling  # only when xdist runs this session
 
     class WindowScheduling(LoadScheduling):  # type: ignore[misc]
+        _looked = (0, -1)  # (stops, len(pending)) when pending was last looked at
+
         def schedule(self) -> None:
             self.maxschedchunk = window  # the first batch per worker: at most one window
             super().schedule()
@@ -33,6 +46,12 @@ def window_scheduler(config: Any, log: Any, window: int, *, lead_limit: bool = T
         def check_schedule(self, node: Any, duration: float = 0) -> None:
             if node.shutting_down:
                 return
+            # looked at again only when a tag stopped or pending grew back (a dead worker's items):
+            # every completion would otherwise scan all of pending, quadratic in a large val
+            if not_needed is not None and (seen := (stops(), len(self.pending))) != self._looked:
+                if seen[0] != self._looked[0] or seen[1] > self._looked[1]:
+                    self.pending[:] = [i for i in self.pending if not not_needed(self.collection[i])]
+                self._looked = (seen[0], len(self.pending))
             if not self.pending:
                 node.shutdown()
                 return
