@@ -16,12 +16,17 @@ class NoRollouts:
         return []
 
 
+class NoEvents:
+    def of_kinds(self, *kinds: str) -> list[dict[str, object]]:
+        return []
+
+
 def gate(gated: list[str]) -> SequentialGate:
     plan = SimpleNamespace(task_ids=TASKS, num_trials=1, orders=None, order=TASKS, split="val", block=None)
     return SequentialGate(
         config=None,  # type: ignore[arg-type]  # summary() reads none of these
-        spec=SimpleNamespace(gate_min_effect=0.05),  # type: ignore[arg-type]
-        rundir=SimpleNamespace(rollouts=NoRollouts()),  # type: ignore[arg-type]
+        spec=SimpleNamespace(gate_min_effect=0.05, success_threshold=1.0),  # type: ignore[arg-type]
+        rundir=SimpleNamespace(rollouts=NoRollouts(), log=NoEvents(), run_id="r"),  # type: ignore[arg-type]
         plan=plan,  # type: ignore[arg-type]
         best="seed",
         gated=gated,
