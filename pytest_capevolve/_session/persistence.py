@@ -47,6 +47,10 @@ from .._store.sessions import markers
 from .._store.sessions.claims import Claims, live_sessions
 from .outcome import Outcome
 
+# a report's attribute, set before other plugins see it: the record this session persisted for it (None
+# when it recorded none: not owed, or reported twice), which they read rather than what the report says
+RECORDED = "capevolve_recorded"
+
 if TYPE_CHECKING:
     from .planning import Planned
 
@@ -231,7 +235,7 @@ class Persistence:
             if stands_in is not None:  # recorded in the item's place; its report shown as it came
                 self._owes(stands_in)
                 try:
-                    self._persist(stands_in, stands_in.dumps())
+                    setattr(report, RECORDED, self._persist(stands_in, stands_in.dumps()))
                     self.tally.infra.append((report.nodeid, str(stands_in.infra_error)))
                 except OSError as exc:  # a full disk: stop, as for any record
                     self.unwritable = exc
@@ -247,6 +251,7 @@ class Persistence:
         if report.when != "call":  # the teardown report carries the call's record again
             return (yield)
         record = decode_record(text, report)
+        setattr(report, RECORDED, None)
         if self.unwritable is not None:  # stopped: what still arrives cannot be recorded
             return (yield)
         if not self._owes(record):  # an item the plan does not hold, or one reported twice
@@ -254,6 +259,7 @@ class Persistence:
             return (yield)
         try:
             record = self._persist(record, text)
+            setattr(report, RECORDED, record)
         except OSError as exc:  # a full disk, a read-only run dir: stop, once, in one line
             self.unwritable = exc
             self.stop_workers()

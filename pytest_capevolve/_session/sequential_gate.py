@@ -31,9 +31,10 @@ from .._stats import sequential as seq
 from .._store.log.event_kinds import ROLLOUT
 from .._store.log.paid_by import UntrustedRecord
 from .._store.readers.evidence import ByTag, first_outcomes, index_records
-from .._store.rollouts.record import RolloutRecord, record_from_report
+from .._store.rollouts.record import RolloutRecord
 from .._store.rundir import RunDir
 from .._store.sessions import markers
+from .persistence import RECORDED
 
 
 @dataclass(eq=False)  # a plugin: pluggy hashes it, so identity, not value, equality
@@ -81,8 +82,10 @@ class SequentialGate:
         session.config.stash[CONTEXT_KEY].stopped |= self.stopped
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        record = record_from_report(report)
-        if record is not None and report.when == "call":
+        # what the session recorded for this report (persistence.RECORDED), never what a worker says: a
+        # record it did not owe (a trial the plan never asked, one reported twice) moves no e-process
+        record = getattr(report, RECORDED, None)
+        if record is not None:
             self._add(record)
             # only a task completed on both sides can move an e-process: the best's completes
             # it for every tag, a candidate's for itself

@@ -383,3 +383,61 @@ def test_confined_candidate_code_cannot_learn_its_sequential_order(example, proj
         environ = bytes.fromhex(seen["environ"]).decode(errors="replace") if seen["environ"] else ""
         for said in (reply, environ):  # the scoring process's environment is the child's own
             assert secret not in said and not any(n in said for n in nonces)
+
+
+class LyingWorker:
+    """Stands in for a worker that lies about what it ran: each of ``tag``'s failing records is reported as
+    a pass of a trial the plan never asked (its own trial + 100). The session records none of them (not
+    owed): the record holds ``tag``'s passes alone, its failures owed."""
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):  # type: ignore[no-untyped-def]
+        from pytest_capevolve._store.rollouts.record import RECORD_PROPERTY
+
+        outcome = yield
+        report = outcome.get_result()
+        for i, (name, text) in enumerate(report.user_properties):
+            if name == RECORD_PROPERTY:
+                record = json.loads(text)
+                if record["tag"] == self.tag and not record["passed"]:
+                    record.update(trial=record["trial"] + 100, reward=1.0, passed=True)
+                    report.user_properties[i] = (name, json.dumps(record))
+
+
+@pytest.mark.attack(
+    "session-runs",
+    attack=(
+        "a worker that lies about which trial it ran (each failing rollout of a no-op reported as a pass of a "
+        "trial the plan never asked): the session recorded none of them, yet the sequential gate's "
+        "e-processes read them: efficacy crossed, verdict accept (with `min_coverage: 0.5`, booked)"
+    ),
+    outcome=(
+        "prevented: the sequential gate reads only what the session recorded, as it recorded it "
+        "(`persistence.RECORDED`): the no-op is undecided, its failing rollouts owed (exit 12). What the "
+        "exact gate then reads is the recorded cells, as a fixed gate's: with a `min_coverage` those "
+        "omissions clear, it accepts (missing cells are not imputed; a design question for the lead)"
+    ),
+)
+def test_the_sequential_gate_reads_only_what_the_session_recorded(example, projects, capevolve, pytester):
+    project = example("noisy_agent")
+    no_microcases(project)
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
+    noop = project / "candidates" / "noop"
+    shutil.copytree(project / "capability", noop)
+    with (noop / "prompt.md").open("a") as handle:
+        handle.write("\nBe courteous.\n")
+    args = capevolve.args(
+        project, "noop", gate=True, extra=["--capevolve-sequential", "--capevolve-null", "0"]
+    )
+    result = pytester.runpytest(*args, plugins=[LyingWorker("noop")])
+    run_dir = projects.run_dir(project)
+    recorded = [json.loads(p.read_text()) for p in (run_dir / "rollouts" / "val").glob("*__noop__*")]
+    assert recorded and all(r["passed"] for r in recorded)  # the lies were not recorded
+    assert result.ret == 12, result.stdout.str()[-3000:]  # the no-op's failing rollouts are owed
+    v = verdict(run_dir, "noop")
+    assert v["decision"] != "accept" and v["basis"] != "sequential_efficacy", v["reason"]
+    assert json.loads((run_dir / "state.json").read_text())["best_id"] == "seed"
+    result.stdout.fnmatch_lines(["sequential noop: undecided after * of 40 tasks*"])  # no crossing read a lie
