@@ -9,10 +9,12 @@ then thrown away (paid twice) would show.
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from pathlib import Path
 
+import _pytest.stepwise
 import pytest
 from session_outputs import junit_testcases, normalized
 
@@ -58,7 +60,8 @@ def test_sending_ahead_changes_no_output_record_or_call(
 ) -> None:
     pytester.makeconftest(CONFTEST)
     runs = {}
-    for mode, off in (("with", []), ("wout", ["-p", "no:capevolve-ahead"])):  # names of one length
+    # names of one length, and no word a traceback of pytest's own frames holds (pytest 8.1 shows them)
+    for mode, off in (("sendon", []), ("sendno", ["-p", "no:capevolve-ahead"])):
         project = example("toy_calc", dest=mode)
         projects.add_adapter(project, CALLS, "adapter.py:CallsAdapter")
         projects.writable(project, str(pytester.path / "observed"))  # CALLS_LOG's folder
@@ -71,8 +74,8 @@ def test_sending_ahead_changes_no_output_record_or_call(
         assert result.ret == 12, result.stdout.str()  # q07's rollouts are missing (q12's crash is a 0)
         runs[mode] = (result, project, junit, log)
     (ahead, ahead_project, ahead_xml, ahead_log), (off, off_project, off_xml, off_log) = (
-        runs["with"],
-        runs["wout"],
+        runs["sendon"],
+        runs["sendno"],
     )
 
     # every rollout ran once in its child (q05's crashed one included), none twice, none of q07
@@ -86,8 +89,8 @@ def test_sending_ahead_changes_no_output_record_or_call(
     assert crashed[0]["reward"] == 0.0 and crashed[0]["infra_error"] is None
     assert ahead.parseoutcomes() == off.parseoutcomes()
     # (the command that completes the missing rollouts differs: it repeats each run's own flags)
-    ahead_lines = [line for line in normalized(ahead, "with") if not line.startswith("  pytest ")]
-    off_lines = [line for line in normalized(off, "wout") if not line.startswith("  pytest ")]
+    ahead_lines = [line for line in normalized(ahead, "sendon") if not line.startswith("  pytest ")]
+    off_lines = [line for line in normalized(off, "sendno") if not line.startswith("  pytest ")]
     if xdist:  # lines arrive in another order, and so do the progress line's letters
         progress = re.compile(r"^[.FsxXEI]+ +\[")
 
@@ -95,10 +98,10 @@ def test_sending_ahead_changes_no_output_record_or_call(
             return sorted(re.sub(r"\[gw\d+\]", "[gw]", x) for x in lines if not progress.match(x))
 
         assert unordered(ahead_lines) == unordered(off_lines)
-        assert sorted(junit_testcases(ahead_xml, "with")) == sorted(junit_testcases(off_xml, "wout"))
+        assert sorted(junit_testcases(ahead_xml, "sendon")) == sorted(junit_testcases(off_xml, "sendno"))
     else:
         assert ahead_lines == off_lines
-        assert junit_testcases(ahead_xml, "with") == junit_testcases(off_xml, "wout")
+        assert junit_testcases(ahead_xml, "sendon") == junit_testcases(off_xml, "sendno")
 
 
 # the scorer (in the session's process) of the first rollout scored waits for the child to
@@ -196,7 +199,7 @@ def test_a_rollout_sent_ahead_that_touches_its_snapshot_voids_itself_not_the_one
     pytester: pytest.Pytester, example, projects, capevolve, monkeypatch
 ) -> None:
     voided = {}
-    for mode, off in (("with", []), ("wout", ["-p", "no:capevolve-ahead"])):
+    for mode, off in (("sendon", []), ("sendno", ["-p", "no:capevolve-ahead"])):
         project = example("toy_calc", dest=mode)
         projects.add_adapter(project, TOUCHES, "adapter.py:TouchingAdapter")
         projects.writable(project, str(pytester.path / "observed"))  # CALLS_LOG's folder
@@ -208,7 +211,7 @@ def test_a_rollout_sent_ahead_that_touches_its_snapshot_voids_itself_not_the_one
         records = projects.rollout_records(project)
         voided[mode] = sorted(key for key, r in records.items() if r["infra_error"])
         assert [key[1] for key in voided[mode]] == [fifth], (mode, voided[mode])
-    assert voided["with"] == voided["wout"]
+    assert voided["sendon"] == voided["sendno"]
 
 
 def test_a_rollout_ceiling_stated_by_the_stop_condition_turns_sending_ahead_off(
@@ -228,7 +231,20 @@ def test_a_rollout_ceiling_stated_by_the_stop_condition_turns_sending_ahead_off(
     assert len(waited) == 1 and waited[0]["metrics"]["next_started_before_this_was_scored"] is False
 
 
-@pytest.mark.parametrize("flag", ["--sw", "--sw-skip", "--sw-reset"])
+# --sw-reset is newer than the oldest pytest this package supports (8.1): asked only where it exists
+SW_RESET = "--sw-reset" in inspect.getsource(_pytest.stepwise)
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        "--sw",
+        "--sw-skip",
+        pytest.param(
+            "--sw-reset", marks=pytest.mark.skipif(not SW_RESET, reason="this pytest has no --sw-reset")
+        ),
+    ],
+)
 def test_a_stepwise_session_sends_nothing_ahead_it_will_not_record(
     pytester: pytest.Pytester, example, projects, capevolve, monkeypatch, flag: str
 ) -> None:
@@ -273,13 +289,13 @@ def test_an_adapter_that_never_declared_thread_safe_is_not_overlapped(
     pytester: pytest.Pytester, example, projects, capevolve, monkeypatch
 ) -> None:
     runs = {}
-    for mode, off in (("with", []), ("wout", ["-p", "no:capevolve-ahead"])):
+    for mode, off in (("sendon", []), ("sendno", ["-p", "no:capevolve-ahead"])):
         project = example("toy_calc", dest=mode)
         projects.add_adapter(project, SHARED_WORKSPACE, "adapter.py:WorkspaceAdapter")
         monkeypatch.setenv("WORKSPACE", str(pytester.path / f"workspace-{mode}"))
         capevolve(project, extra=off)
         runs[mode] = {key: r["reward"] for key, r in projects.rollout_records(project).items()}
-    assert len(runs["with"]) == 12 and runs["with"] == runs["wout"]
+    assert len(runs["sendon"]) == 12 and runs["sendon"] == runs["sendno"]
 
 
 def test_a_session_killed_by_the_rollout_sent_ahead_resumes_to_the_same_records(
@@ -340,12 +356,12 @@ def test_a_scorer_slower_than_the_rollout_timeout_makes_no_rollout_sent_ahead_la
     example, projects, capevolve
 ) -> None:
     runs = {}
-    for mode, off in (("with", []), ("wout", ["-p", "no:capevolve-ahead"])):
+    for mode, off in (("sendon", []), ("sendno", ["-p", "no:capevolve-ahead"])):
         project = example("toy_calc", dest=mode)
         projects.add_adapter(project, SLOW_SCORER, "adapter.py:SlowScorerAdapter")
         projects.edit_spec(project, "num_trials: 1", "num_trials: 1\nrollout_timeout_s: 1")
         result = capevolve(project, extra=off)
         assert result.ret == 0, result.stdout.str()
         runs[mode] = projects.rollout_records(project)
-    assert not [r["infra_error"] for r in runs["with"].values() if r["infra_error"]]
-    assert runs["with"] == runs["wout"] and len(runs["with"]) == 12
+    assert not [r["infra_error"] for r in runs["sendon"].values() if r["infra_error"]]
+    assert runs["sendon"] == runs["sendno"] and len(runs["sendon"]) == 12
