@@ -5,6 +5,7 @@ failure: reject). A refusal is a verdict without numbers, written with the sessi
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Mapping, Sequence
 from hashlib import sha256
 from pathlib import Path
@@ -66,7 +67,7 @@ class Screens:
         """The screens, on one read of the candidate's files: its hash, noted in ``screened``, is what the
         registration holds the snapshot to (and the repeat check reads), so a writer racing the screens (an
         optimizer's process writing its work copy while the broker gates it) cannot have one version judged
-        and another run. The microcases run the folder itself, before the registration's read."""
+        and another run. The microcases run a copy of that read, under the folder's name."""
         try:
             digest, files = leak.read_candidate(path)
         except CandidateError as exc:  # a link leaving the folder, a FIFO, a loop: the tamper guard's
@@ -75,7 +76,7 @@ class Screens:
         return (
             self._tampered(tag, path, best, self._changes(files))
             or self._leaks(tag, path, best, digest, files)
-            or self._fails_microcases(tag, path, best)
+            or self._fails_microcases(tag, path, best, files)
         )
 
     def _changes(self, files: dict[str, bytes]) -> list[str]:
@@ -150,10 +151,18 @@ class Screens:
             )
         return bool(changes)
 
-    def _fails_microcases(self, tag: str, path: Path, best: str) -> bool:
+    def _fails_microcases(self, tag: str, path: Path, best: str, files: Mapping[str, bytes]) -> bool:
+        """The microcases, run on a copy of the one read (the folder's name kept: an adapter may key on it),
+        so a writer swapping the folder around them cannot have other bytes judged than registered."""
         if not self._microcases:
             return False
-        ran_each = [(case, run_microcase(case, path, self._env)) for case in self._microcases]
+        with tempfile.TemporaryDirectory(prefix="capevolve-screened-") as scratch:
+            copy = Path(scratch) / path.name
+            copy.mkdir()
+            for relative, data in files.items():
+                (copy / relative).parent.mkdir(parents=True, exist_ok=True)
+                (copy / relative).write_bytes(data)
+            ran_each = [(case, run_microcase(case, copy, self._env)) for case in self._microcases]
         failed = [
             {"id": case.id, "cluster": case.cluster, "expected": outcome.expected, "got": outcome.got}
             | ({"confinement": outcome.unconfined} if outcome.unconfined else {})

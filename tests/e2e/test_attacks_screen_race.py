@@ -72,23 +72,13 @@ def test_a_scorer_swapped_in_after_the_tamper_screen_is_never_registered(
     "runs-recorded",
     attack=(
         "a writer swaps a candidate that fails a microcase (noisy_agent's `regressed`: RULE:always-upsell) "
-        "for a passing one after the screens read it, and back before the registration reads it: the "
-        "microcases, which run the folder itself, passed bytes that were never registered, and the "
-        "failing bytes were paid"
+        "for a passing one after the screens read it, and back before the registration reads it, so that the "
+        "microcases pass bytes that are never registered and the failing bytes are paid"
     ),
     outcome=(
-        "**not held**: the microcases run the candidate's folder (its code, its adapter's draws keyed on "
-        "the folder's name), not the one read the other screens judge and the registration holds; a "
-        "writer of the folder (a confined optimizer's process in its own work copy while the broker gates "
-        "it) can swap twice. Closing it means running them on the registered snapshot: a design change "
-        "for the lead. What a bypass gains is rollouts for bytes a microcase rejects; the gate still judges them"
+        "refused before any rollout: the microcases run a copy of the one read the other screens judge and "
+        "the registration holds (under the folder's name), so the swapped-in bytes are never what they judge"
     ),
-    note="xfail, strict",
-)
-@pytest.mark.xfail(
-    strict=True,
-    reason="the microcases run the folder, not the bytes the other screens read and registration holds: a "
-    "writer that swaps twice around them has failing bytes paid (a design change for the lead)",
 )
 def test_bytes_that_fail_a_microcase_swapped_out_and_back_around_it_are_never_paid(
     example, projects, capevolve, monkeypatch
@@ -116,8 +106,9 @@ def test_bytes_that_fail_a_microcase_swapped_out_and_back_around_it_are_never_pa
     monkeypatch.setattr(refusals.Screens, "_leaks", then_pass)
     monkeypatch.setattr(refusals.Screens, "_fails_microcases", then_fail)
     result = capevolve(project, "racer", gate=True, extra=["--capevolve-null", "0"])
-    assert judged == [False]  # the microcases passed the bytes swapped in
+    assert judged == [True]  # the microcases judged the bytes read, not the ones swapped in
     _refused_unpaid(project, result)
+    assert result.ret == 10 and "microcase" in result.stdout.str(), result.stdout.str()[-3000:]
 
 
 @pytest.mark.attack(
