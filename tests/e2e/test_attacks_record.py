@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import sqlite3
+from dataclasses import replace
 from fnmatch import fnmatch
 
 import pytest
@@ -264,72 +265,114 @@ def test_index_rows_edited_by_hand_are_read_again_from_the_log(
     assert {r.key: r.reward for r in reader.rollouts.indexed_rollouts("val", None, None)} == logged
 
 
-@pytest.mark.attack(
-    "record",
-    attack=(
-        "unconfined: index rows forged (a candidate's val rewards 1.0, the seed's 0.0), the last "
-        "`outcomes_checked` line's digest recomputed to match and the lines after it (`session_left`, "
-        "`session_finished`: the log's tail) re-linked, or a matching `outcomes_checked` and "
-        "`session_left` appended through the API (no claim needed, no line rewritten): a gate with "
-        "nothing owed ACCEPTed the forged rows (0 paid, 24 reused), exit 0"
-    ),
-    outcome=(
-        "**not held** by the gate: the checkpoint sits in the log's tail, which no later line holds (the "
-        "newest lines are the anchor's, as for any rewrite from some point on; an appended checkpoint "
-        "passes the anchor too); `capevolve verify` names each forged row against its file, and `verify "
-        "--anchor` the rewritten tail"
-    ),
-)
-@pytest.mark.xfail(
-    strict=True,
-    reason="a resume trusts index rows whose digest the newest checkpoint holds; that checkpoint and the "
-    "lines after it can be rewritten together (the chain holds no last line): a design question for the lead",
-)
-@pytest.mark.parametrize("how", ["tail rewritten", "appended"])
-def test_index_rows_and_their_checkpoint_forged_in_the_logs_tail_do_not_decide(
-    how, example, projects, capevolve, capsys
-) -> None:
-    import sqlite3
+def _planted_rows(run: RunDir, tag: str) -> list[tuple]:
+    """A pass for each of the seed's val rollouts under ``tag``, as an index row naming a file planted
+    beside the paid ones (written in the rollout format, with its size and mtime): no session paid it."""
+    from pytest_capevolve._store.rollouts.index import record_of, row_of
 
+    planted = []
+    for row in (r for r in run.rollouts.index.every() if r[0] == "val" and r[1] == "seed"):
+        record = replace(record_of(row), tag=tag, reward=1.0, passed=True)
+        path = run.rollout_path("val", record.task_id, tag, record.trial)
+        path.write_text(record.dumps() + "\n")
+        planted.append(row_of(record, path, path.stat()))
+    return planted
+
+
+def _forge_checkpoint(run_dir, how: str) -> None:
+    """The newest ``outcomes_checked`` digest made the index's rows' (forged ones included): its line
+    rewritten and the log's tail after it re-linked, or a new one appended through the package's API."""
     from pytest_capevolve._store.log.event_chain import event_line_hash
+    from pytest_capevolve._store.log.event_kinds import OUTCOMES_CHECKED, SESSION_LEFT
     from pytest_capevolve._store.log.outcome_ledger import digest_of, outcome
 
-    project = example("toy_calc")
-    assert capevolve(project, "careful").ret == 0
-    run_dir = projects.run_dir(project)
-    with sqlite3.connect(run_dir / "index.sqlite") as db:
-        db.execute("UPDATE rollouts SET reward = 1.0, passed = 1 WHERE tag = 'careful' AND split = 'val'")
-        db.execute("UPDATE rollouts SET reward = 0.0, passed = 0 WHERE tag = 'seed' AND split = 'val'")
-    listed = RunDir(run_dir).rollouts.index.every()
+    run = RunDir(run_dir)
+    listed = run.rollouts.index.every()
     digest = digest_of([((r[0], r[1], r[2], int(r[3])), outcome(r[4], r[6], r[7])) for r in listed])
     log = run_dir / "events.jsonl"
     lines = log.read_text().splitlines()
     at = max(i for i, line in enumerate(lines) if json.loads(line)["kind"] == "outcomes_checked")
-    assert {json.loads(line)["kind"] for line in lines[at + 1 :]} <= {"session_left", "session_finished"}
-    if how == "appended":  # the package's own API, chained at the end: nothing rewritten
-        from pytest_capevolve._store.log.event_kinds import OUTCOMES_CHECKED, SESSION_LEFT
-
-        run = RunDir(run_dir)
+    tail = {json.loads(line)["kind"] for line in lines[at + 1 :]}
+    assert tail <= {"session_left", "session_finished", "rollouts_summarized"}
+    if how == "appended":  # chained at the end: nothing rewritten, no claim needed
         last = {k: v for k, v in json.loads(lines[at]).items() if k not in ("seq", "ts", "kind", "prev")}
         with run.lock():
             size, _, seq = run.log.tail()
             run.log.append_event(OUTCOMES_CHECKED, **{**last, "offset": size, "upto": seq, "digest": digest})
             run.log.append_event(SESSION_LEFT, checkpoint=run.log.last_seq())
-    else:
-        lines[at] = json.dumps(
-            {**json.loads(lines[at]), "digest": digest}, sort_keys=True, ensure_ascii=False
-        )
-        for i in range(at + 1, len(lines)):  # the tail re-linked: the chain verifies end to end
-            relinked = {**json.loads(lines[i]), "prev": event_line_hash(lines[i - 1])}
-            lines[i] = json.dumps(relinked, sort_keys=True, ensure_ascii=False)
-        log.write_text("\n".join(lines) + "\n")
+        return
+    lines[at] = json.dumps({**json.loads(lines[at]), "digest": digest}, sort_keys=True, ensure_ascii=False)
+    for i in range(at + 1, len(lines)):  # the tail re-linked: the chain verifies end to end
+        relinked = {**json.loads(lines[i]), "prev": event_line_hash(lines[i - 1])}
+        lines[i] = json.dumps(relinked, sort_keys=True, ensure_ascii=False)
+    log.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "unconfined: index rows planted for a no-op's val rollouts that no session paid (each a pass, "
+        "its file beside the paid ones) and the newest `outcomes_checked` digest made theirs (its line "
+        "rewritten and the log's tail after it re-linked, or a new one appended through the API: no "
+        "claim needed), the sealed summary deleted; or the sealed summary itself forged with those rows "
+        "and a `rollouts_summarized` line appended through the API: a gate with nothing owed read them "
+        "(0 paid) and ACCEPTed the no-op, exit 0"
+    ),
+    outcome=(
+        "refused before any verdict (exit 11): a checkpoint speeds a resume, but the rows a decision "
+        "reads are held to the log's own rollout events (each an outcome its key's event recorded), "
+        "naming the rows and the way on (delete the caches; `capevolve verify` names every row)"
+    ),
+)
+@pytest.mark.parametrize(
+    "forged, how", [("index", "tail rewritten"), ("index", "appended"), ("summary", "appended")]
+)
+def test_rows_and_their_checkpoint_forged_in_the_logs_tail_do_not_decide(
+    forged, how, toy_calc_baseline, projects, capevolve, capsys
+) -> None:
+    from pytest_capevolve._store.log.sealed_summary import SUMMARY_NAME, SealedSummary
+
+    project = toy_calc_baseline
+    shutil.copytree(project / "capability", project / "candidates" / "noop")
+    (project / "candidates" / "noop" / "notes.md").write_text("a no-op for the agent\n")
+    run_dir = projects.run_dir(project)
+    run = RunDir(run_dir)
+    if forged == "index":
+        planted = _planted_rows(run, "noop")
+        with sqlite3.connect(run_dir / "index.sqlite") as db:
+            db.executemany(f"INSERT INTO rollouts VALUES ({', '.join('?' * len(planted[0]))})", planted)
+        _forge_checkpoint(run_dir, how)
+        (run_dir / SUMMARY_NAME).unlink()  # without it, the full path: rows trusted on the checkpoint
+    else:  # no file planted: the summary's rows are read without one
+        from pytest_capevolve._store.rollouts.index import record_of, row_of
+
+        every = run.rollouts.index.every()
+        rows = [
+            row_of(replace(record_of(r), tag="noop", reward=1.0, passed=True))
+            for r in every
+            if r[0] == "val" and r[1] == "seed"
+        ]
+        summary = SealedSummary(run_dir, run.log)
+        with run.lock():
+            summary.write(sorted([*every, *rows], key=lambda r: r[:4]), "forged", summary.stamps())
     capsys.readouterr()
-    assert main(["verify", str(run_dir)]) == 1  # verify names the forged rows against their files
-    assert "MISMATCH index.sqlite: reward 1.0 for rollouts/val/" in capsys.readouterr().out
+    assert main(["verify", str(run_dir)]) == 1  # verify names them (the index's against their files)
     gated = capevolve(
-        project, "careful", gate=True, extra=["--capevolve-null", "0", "--capevolve-commit", "none"]
+        project, "noop", gate=True, extra=["--capevolve-null", "0", "--capevolve-commit", "none"]
     )
-    assert gated.ret != 0 and "careful  ACCEPT" not in gated.stdout.str()  # today: ACCEPT, exit 0
+    out = gated.stdout.str() + gated.stderr.str()
+    assert gated.ret == 11, out[-2000:]  # before: "noop  ACCEPT", exit 0
+    assert "noop  ACCEPT" not in out
+    assert "rollout row(s) a decision would read are not an outcome the log's rollout events recorded" in out
+    assert "val q" in out and "noop t0 says reward 1.0" in out and "no rollout event records it" in out
+    # the way on: the caches deleted, the next gate pays the no-op's rollouts and decides on them
+    for cache in ("index.sqlite", "index.sqlite-wal", "index.sqlite-shm", SUMMARY_NAME):
+        (run_dir / cache).unlink(missing_ok=True)
+    again = capevolve(
+        project, "noop", gate=True, extra=["--capevolve-null", "0", "--capevolve-commit", "none"]
+    )
+    assert again.ret == 10, again.stdout.str()[-2000:]
+    assert "rollouts: 12 paid" in again.stdout.str()
 
 
 @pytest.mark.attack(

@@ -190,10 +190,13 @@ def test_an_index_row_or_an_event_edited_after_the_summary_moves_no_number(
         "the summary edited with its chained line and the next line re-linked"
     ),
     outcome=(
-        "not held by a session unconfined, as the index's rows and their checkpoint forged together are "
-        "not (a gate with nothing owed reads them); `capevolve verify` holds the summary's rows to the "
-        "outcome of every rollout line (no checkpoint trusted) and names it, `--repair` removes it and "
-        "the next session reads the index and its files. Confined, the run dir is out of reach"
+        "a resume unconfined shows them (its table; it decides nothing), as it shows the index's rows "
+        "forged with their checkpoint; a decision refuses them (exit 11: every row it reads is held to "
+        "the log's rollout events, replayed by "
+        "`test_attacks_record.py::test_rows_and_their_checkpoint_forged_in_the_logs_tail_do_not_decide`); "
+        "`capevolve verify` holds the summary's rows to the outcome of every rollout line (no checkpoint "
+        "trusted) and names it, `--repair` removes it and the next session reads the index and its "
+        "files. Confined, the run dir is out of reach"
     ),
 )
 def test_a_forged_summary_written_through_the_api_is_named_by_verify_and_removed_by_repair(

@@ -21,9 +21,11 @@ import numpy as np
 
 from ..._project.blocks import block_of, local_trial
 from ..._project.splits import TEST_SPLIT
+from ...exitcodes import first_few
 from ..log import paid_by
 from ..log.event_kinds import ROLLOUT, SCREEN
-from ..log.outcome_ledger import Key, rollout_key
+from ..log.outcome_ledger import Key, outcome, rollout_key
+from ..log.sealed_summary import SUMMARY_NAME
 
 if TYPE_CHECKING:
     from ..rollouts.record import RolloutRecord
@@ -201,32 +203,82 @@ def first_errors(rundir: RunDir, split: str) -> set[Key]:
 
 
 def first_outcomes(rundir: RunDir, by_tag: ByTag, threshold: float) -> tuple[ByTag, dict[str, int]]:
-    """``by_tag`` with each valid reward the log's first for its key, and per tag how many were paid again."""
-    first: dict[Key, float] = {}
-    paid: dict[Key, int] = {}
+    """``by_tag`` with each valid reward the log's first for its key, and per tag how many were paid again.
+
+    Each record is held to the log's own rollout events first: its outcome (reward, infra error, cost)
+    must be one a rollout event of its key logged. The records come from the index or the sealed
+    summary, trusted on a checkpoint (``outcomes_checked``, ``rollouts_summarized``) that an unconfined
+    writer can forge with them, rewriting the log's tail or appending through the API; a checkpoint
+    speeds a resume, but a decision never takes rows on its word (:class:`UnloggedRows`)."""
+    # each key's first logged (reward, infra error, cost) as its event says it, and a key's later ones
+    logged: dict[Key, Said] = {}
+    later: dict[Key, list[Said]] = {}
     events = rundir.log.of_kinds(*paid_by.KINDS)
     # a rollout no session's claim paid, or a key paid twice, is refused before it is read
     paid_by.refuse_untrusted(events, rundir.run_id)
     for event in events:
-        if event.get("kind") != ROLLOUT or event.get("split") == TEST_SPLIT:
-            continue
-        if not event.get("infra_error") and event.get("reward") is not None:
-            key = rollout_key(event)
-            first.setdefault(key, float(event["reward"]))
-            paid[key] = paid.get(key, 0) + 1
+        if event.get("kind") == ROLLOUT and event.get("split") != TEST_SPLIT:
+            said = (event.get("reward"), event.get("infra_error"), event.get("cost_usd"))
+            if logged.setdefault(key := rollout_key(event), said) is not said:
+                later.setdefault(key, []).append(said)
     held: ByTag = {}
     repaid: dict[str, int] = {}
+    unlogged: list[str] = []
     for tag, arm in by_tag.items():
         repaid[tag] = 0
         held[tag] = {}
         for cell, record in arm.items():
             key = (record.split, record.tag, record.task_id, record.trial)
-            repaid[tag] += max(0, paid.get(key, 0) - 1)
-            reward = first.get(key)
-            if record.valid and reward is not None and reward != record.reward:
+            said = (record.reward, record.infra_error, record.cost_usd)
+            first, more = logged.get(key), later.get(key)
+            if first != said and not _logged_as(said, first, more):
+                unlogged.append(_unlogged(key, said, first))
+                continue
+            valid = [one[0] for one in (first, *(more or ())) if one is not None and _valid(one)]
+            repaid[tag] += max(0, len(valid) - 1)
+            if record.valid and valid and float(valid[0]) != record.reward:
+                reward = float(valid[0])
                 record = replace(record, reward=reward, passed=reward >= threshold)
             held[tag][cell] = record
+    if unlogged:
+        raise UnloggedRows(
+            f"run {rundir.run_id}: {len(unlogged)} rollout row(s) a decision would read are not an outcome "
+            f"the log's rollout events recorded ({first_few(unlogged)}): index.sqlite or "
+            f"{SUMMARY_NAME} edited, with the checkpoint it was trusted on. Nothing is decided on them: "
+            f"`capevolve verify` names every one; delete index.sqlite and {SUMMARY_NAME} (caches: the "
+            "next session builds them again from the rollout files, each held to the log), or start a "
+            "new run (--capevolve-new-run)"
+        )
     return held, repaid
+
+
+Said = tuple[Any, Any, Any]  # (reward, infra error, cost) as a rollout event or a record says them
+
+
+def _valid(said: Said) -> bool:
+    return not said[1] and said[0] is not None
+
+
+def _logged_as(said: Said, first: Said | None, later: list[Said] | None) -> bool:
+    """Whether a rollout event of the key logged ``said``, as :func:`outcome` compares them."""
+    wanted = outcome(*said)
+    return any(outcome(*one) == wanted for one in (first, *(later or ())) if one is not None)
+
+
+def _unlogged(key: Key, said: Said, logged: Said | None) -> str:
+    split, tag, task_id, trial = key
+    row = outcome(*said)
+    shown = (
+        f"{split} {task_id} {tag} t{trial} says reward {row[0]!r}, infra error {row[1]!r}, cost {row[2]!r}"
+    )
+    if logged is None:
+        return f"{shown}, and no rollout event records it"
+    was = outcome(*logged)
+    return f"{shown}; its rollout event logged reward {was[0]!r}, infra error {was[1]!r}, cost {was[2]!r}"
+
+
+class UnloggedRows(paid_by.UntrustedRecord):
+    """Rows a decision would read (the index's, the sealed summary's) that no rollout event recorded."""
 
 
 def repaid_details(repaid: dict[str, int], tag: str, against: str) -> dict[str, Any]:
