@@ -20,7 +20,7 @@ from .._project.way_on import pasteable
 from .._show.report import summarize_arm
 from .._store.files import atomic_write_json
 from .._store.log.event_kinds import SCREEN, SCREEN_STARTED
-from .._store.readers.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
+from .._store.readers.evidence import ByTag, first_outcomes, index_records, reward_matrix, val_paid_by_tag
 from .._store.rundir import RunDir, RunDirError
 from .gating import AlphaBudget
 from .outcome import Outcome, SessionHooks
@@ -147,6 +147,11 @@ class ScreenSession:
         spec, rundir, planned = self.spec, self.rundir, self.planned
         tag, best, subset, val_ids = planned.tag, planned.best, planned.subset, planned.val_ids
         trials = spec.num_trials
+        # a kill books a reject: each row at the first valid outcome the log holds, a row no rollout
+        # event logged refused (exit 11), as a gate reads them (:mod:`.._store.readers.evidence`)
+        by_tag, _ = first_outcomes(
+            rundir, {t: by_tag.get(t, {}) for t in (tag, best)}, spec.success_threshold
+        )
         candidate = reward_matrix(by_tag.get(tag, {}), subset, trials)
         best_side = reward_matrix(by_tag.get(best, {}), subset, trials)
         best_full = reward_matrix(by_tag.get(best, {}), val_ids, trials)

@@ -558,3 +558,41 @@ def test_an_accept_from_another_harness_is_not_adopted(example, projects, capevo
     assert main(["commit", "careful", "--project", str(project), "--decision", "accept"]) != 0
     said = capsys.readouterr().err
     assert "under another harness" in said and "--capevolve-harness-changed" in said, said
+
+
+@pytest.mark.attack(
+    "record",
+    attack=(
+        "unconfined: the sealed summary forged (through the API) with rows for a candidate's val rollouts "
+        "that no session paid, each a fail, before a subset screen of it: the screen read them, KILLed "
+        "it and booked a reject (`screen_kill`) with nothing paid"
+    ),
+    outcome=(
+        "refused (exit 11), nothing booked: a screen's kill books a decision, so it reads the rows as a "
+        "gate does, each held to the log's rollout events (and at its first valid outcome)"
+    ),
+)
+def test_a_screen_does_not_kill_on_rows_no_session_paid(one_trial_baseline, projects, capevolve) -> None:
+    from pytest_capevolve._store.log.sealed_summary import SealedSummary
+    from pytest_capevolve._store.rollouts.index import record_of, row_of
+
+    project = one_trial_baseline
+    shutil.copytree(project / "capability", project / "candidates" / "noop")
+    (project / "candidates" / "noop" / "notes.md").write_text("a no-op for the agent\n")
+    run_dir = projects.run_dir(project)
+    run = RunDir(run_dir)
+    every = run.rollouts.index.every()
+    rows = [
+        row_of(replace(record_of(r), tag="noop", reward=0.0, passed=False))
+        for r in every
+        if r[0] == "val" and r[1] == "seed"
+    ]
+    summary = SealedSummary(run_dir, run.log)
+    with run.lock():
+        summary.write(sorted([*every, *rows], key=lambda r: r[:4]), "forged", summary.stamps())
+    screened = capevolve(project, "noop", extra=["--capevolve-screen", "1"])
+    out = screened.stdout.str() + screened.stderr.str()
+    assert screened.ret == 11, out[-2000:]  # before: "screen noop (tier1, 10 tasks): KILL", booked, exit 10
+    assert "KILL" not in out and "no rollout event records it" in out
+    kinds = [json.loads(line)["kind"] for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert "decision" not in kinds and "screen" not in kinds
