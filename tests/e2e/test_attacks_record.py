@@ -316,7 +316,8 @@ def _forge_checkpoint(run_dir, how: str) -> None:
         "rewritten and the log's tail after it re-linked, or a new one appended through the API: no "
         "claim needed), the sealed summary deleted; or the sealed summary itself forged with those rows "
         "and a `rollouts_summarized` line appended through the API: a gate with nothing owed read them "
-        "(0 paid) and ACCEPTed the no-op, exit 0"
+        "(0 paid) and ACCEPTed the no-op, exit 0 (a sequential gate too, its e-process crossing after "
+        "10 of 12 tasks)"
     ),
     outcome=(
         "refused before any verdict (exit 11): a checkpoint speeds a resume, but the rows a decision "
@@ -325,7 +326,8 @@ def _forge_checkpoint(run_dir, how: str) -> None:
     ),
 )
 @pytest.mark.parametrize(
-    "forged, how", [("index", "tail rewritten"), ("index", "appended"), ("summary", "appended")]
+    "forged, how",
+    [("index", "tail rewritten"), ("index", "appended"), ("summary", "appended"), ("summary", "sequential")],
 )
 def test_rows_and_their_checkpoint_forged_in_the_logs_tail_do_not_decide(
     forged, how, toy_calc_baseline, projects, capevolve, capsys
@@ -357,9 +359,9 @@ def test_rows_and_their_checkpoint_forged_in_the_logs_tail_do_not_decide(
             summary.write(sorted([*every, *rows], key=lambda r: r[:4]), "forged", summary.stamps())
     capsys.readouterr()
     assert main(["verify", str(run_dir)]) == 1  # verify names them (the index's against their files)
-    gated = capevolve(
-        project, "noop", gate=True, extra=["--capevolve-null", "0", "--capevolve-commit", "none"]
-    )
+    extra = ["--capevolve-null", "0", "--capevolve-commit", "none"]
+    extra += ["--capevolve-sequential"] if how == "sequential" else []  # its e-process reads them too
+    gated = capevolve(project, "noop", gate=True, extra=extra)
     out = gated.stdout.str() + gated.stderr.str()
     assert gated.ret == 11, out[-2000:]  # before: "noop  ACCEPT", exit 0
     assert "noop  ACCEPT" not in out
@@ -368,9 +370,7 @@ def test_rows_and_their_checkpoint_forged_in_the_logs_tail_do_not_decide(
     # the way on: the caches deleted, the next gate pays the no-op's rollouts and decides on them
     for cache in ("index.sqlite", "index.sqlite-wal", "index.sqlite-shm", SUMMARY_NAME):
         (run_dir / cache).unlink(missing_ok=True)
-    again = capevolve(
-        project, "noop", gate=True, extra=["--capevolve-null", "0", "--capevolve-commit", "none"]
-    )
+    again = capevolve(project, "noop", gate=True, extra=extra)
     assert again.ret == 10, again.stdout.str()[-2000:]
     assert "rollouts: 12 paid" in again.stdout.str()
 
