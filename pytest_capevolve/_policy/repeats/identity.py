@@ -145,8 +145,12 @@ def decided_in_project(rundir: RunDir, harness_now: Mapping[str, str] | None = N
         return {}
     my_keys = task_keys.recorded(rundir)
     found = _Found(my_ids, my_keys, task_keys.Tasks.of(my_ids, my_keys), mine)
-    present = _decided_in_runs(rundir, project, found)
-    _decided_in_memory(rundir, project, present, found)
+    runs = [root for root in sorted((project / RUNS_DIR).glob("*")) if (root / "events.jsonl").is_file()]
+    for root in runs:
+        if root.name != rundir.run_id:
+            with contextlib.suppress(RunDirError):  # a damaged run is refused when opened: it decides nothing
+                _decided_in_run(RunDir(root), found)
+    _decided_in_memory(rundir, project, {root.name for root in runs}, found)
     return found.found
 
 
@@ -177,16 +181,6 @@ class _Found:
             earlier.run_id,
         ):
             self.found[digest] = earlier
-
-
-def _decided_in_runs(rundir: RunDir, project: Path, found: _Found) -> set[str]:
-    """The decisions of the project's other runs into ``found``; returns their folder names."""
-    runs = [root for root in sorted((project / RUNS_DIR).glob("*")) if (root / "events.jsonl").is_file()]
-    for root in runs:
-        if root.name != rundir.run_id:
-            with contextlib.suppress(RunDirError):  # a damaged run is refused when opened: it decides nothing
-                _decided_in_run(RunDir(root), found)
-    return {root.name for root in runs}
 
 
 def _decided_in_run(other: RunDir, found: _Found) -> None:
