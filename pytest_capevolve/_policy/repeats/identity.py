@@ -197,16 +197,15 @@ def _decided_in_run(other: RunDir, found: _Found) -> None:
         if isinstance(tag, str) and tag in hashes and isinstance(event.get("decision"), str):
             verdict = other.verdicts.verdict(tag)
             level = decided_level(verdict)
-            text = level.text if level else None
             # a repair (``commit --force``) was taken at no gate's level: it names its event instead
             forced = event.get("repairs") is not None or bool(event.get("against_gate"))
-            earlier = Earlier(tag, other.run_id, str(event["decision"]), None if forced else text)
             adopted = (
                 not forced and (verdict or {}).get("decision") == REPEAT and event["decision"] == "accept"
             )
+            said = level.text if level and not forced else None
+            earlier = Earlier(tag, other.run_id, str(event["decision"]), said, harness_changes=differs)
             repair = int(event["seq"]) if forced else None
-            earlier = replace(earlier, harness_changes=differs, repair=repair, adopted=adopted)
-            found.seen(hashes[tag], earlier, theirs_val)
+            found.seen(hashes[tag], replace(earlier, repair=repair, adopted=adopted), theirs_val)
 
 
 def _decided_in_memory(rundir: RunDir, project: Path, present: set[str], found: _Found) -> None:
@@ -226,10 +225,8 @@ def _decided_in_memory(rundir: RunDir, project: Path, present: set[str], found: 
         differs = tuple(harness.changes(theirs, found.harness)) if theirs and found.harness else ()
         level = row.get("level") if isinstance(row.get("level"), str) else None
         said = row.get("text_hash") if isinstance(row.get("text_hash"), str) else None
-        earlier = Earlier(
-            row["tag"], row["run_id"], row["decision"], level, harness_changes=differs, shared=foreign
-        )
-        earlier = replace(earlier, text_hash=said)
+        earlier = Earlier(row["tag"], row["run_id"], row["decision"], level, harness_changes=differs)
+        earlier = replace(earlier, shared=foreign, text_hash=said)
         found.seen(row["content_hash"], earlier, val if val.ids or val.keys else None)
 
 
