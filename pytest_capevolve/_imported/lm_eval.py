@@ -72,6 +72,4 @@ def read_lm_eval(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
 
 def _value(value: Any) -> Any:
     """A metric's value: lm-eval logs some as a one-element list (``[1.0]``)."""
-    if isinstance(value, list) and len(value) == 1:
-        return value[0]
-    return value
+    return value[0] if isinstance(value, list) and len(value) == 1 else value

@@ -325,9 +325,7 @@ def _keyed_samples(dataset: Any) -> dict[str, Any]:
 
 def _text(value: Any) -> Any:
     """A sample's input as plain JSON: its text, or its messages as role/text pairs."""
-    if isinstance(value, str):
-        return value
-    return [{"role": m.role, "content": m.text} for m in value]
+    return value if isinstance(value, str) else [{"role": m.role, "content": m.text} for m in value]
 
 
 def _rollout_of(task_id: str, sample: Any, failed: str) -> Rollout:
