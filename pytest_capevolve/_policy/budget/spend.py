@@ -43,12 +43,7 @@ def _ceiling(used: float, limit: float | None, counts: str) -> dict[str, Any]:
 
 
 def spend_report(
-    spec: Spec,
-    rundir: RunDir,
-    *,
-    n_siblings: int = 1,
-    nulls: int = DEFAULT_NULLS,
-    loop: bool = False,
+    spec: Spec, rundir: RunDir, *, n_siblings: int = 1, nulls: int = DEFAULT_NULLS, loop: bool = False
 ) -> dict[str, Any]:
     """The ``capevolve spend`` object (docs/how-to/run-the-loop.md lists its keys). ``loop``: the run is
     handed to a loop, whose gates take its schedule unless the spec names one."""
@@ -172,10 +167,7 @@ def _best_json(records: ByTag, best: str, val_ids: list[str], trials: int) -> di
 
 
 def _spent_json(
-    state: dict[str, Any],
-    events: list[dict[str, Any]],
-    decisions: int,
-    optimizer: dict[str, float],
+    state: dict[str, Any], events: list[dict[str, Any]], decisions: int, optimizer: dict[str, float]
 ) -> dict[str, Any]:
     by_split = Counter(str(e.get("split")) for e in events if e.get("kind") == ROLLOUT)
     task_evals = [e for e in events if e.get("kind") == TASK_EVAL]  # capevolve eval-task: never evidence

@@ -18,11 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..._decide.verdict import ACCEPT, INDECISIVE, Verdict
-from ..._engine.judging import (
-    JUDGE_SEED_STRIDE,
-    PREFERENCE_ORDERS,
-    prefer_in_order,
-)
+from ..._engine.judging import JUDGE_SEED_STRIDE, PREFERENCE_ORDERS, prefer_in_order
 from ..._project.adapter import Task
 from ..._project.blocks import local_trial
 from ..._stats.judge_noise import arm_within, rescore_advice, split
