@@ -50,18 +50,6 @@ def run_pytest(args: Sequence[str]) -> int:
     return subprocess.run([sys.executable, "-P", "-m", "pytest", *args], check=False).returncode
 
 
-def split_agent(words: Sequence[str]) -> tuple[list[str], list[str]]:
-    """``agent`` options and the agent's command line, split at the first ``--``."""
-    words = list(words)
-    if "--" not in words:
-        raise UsageError(f"give the agent's command after --: {USAGE}")
-    at = words.index("--")
-    command = words[at + 1 :]
-    if not command:
-        raise UsageError(f"no command after --: {USAGE}")
-    return words[:at], command
-
-
 def cmd_agent(args: argparse.Namespace) -> int:
     """Start the agent's command inside the boundary and serve its capevolve commands."""
     from .._loop.agent_session import run_agent

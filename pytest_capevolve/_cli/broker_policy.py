@@ -302,45 +302,37 @@ def _replace_value(argv: list[str], option: str, value: str) -> None:
 _NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
-def _walk(root: Path, parts: tuple[str, ...], *, make: bool) -> int:
-    """A descriptor of ``root/parts…``, no part of it a link (ELOOP/ENOTDIR otherwise)."""
+def _open_unlinked(root: Path, parts: tuple[str, ...], flags: int, *, make: bool) -> int:
+    """A descriptor of ``root/parts…`` opened with ``flags``, no part of its way a link (ELOOP/ENOTDIR
+    otherwise); ``make``: the folders on its way are made where missing."""
+    *folders, name = parts
     fd = os.open(root, _NOFOLLOW_DIR)
     try:
-        for part in parts:
+        for part in folders:
             if make:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(part, dir_fd=fd)
             inner = os.open(part, _NOFOLLOW_DIR, dir_fd=fd)
             os.close(fd)
             fd = inner
-        return fd
-    except BaseException:
+        return os.open(name, flags | os.O_NOFOLLOW, 0o644, dir_fd=fd)
+    finally:
         os.close(fd)
-        raise
 
 
 def _write_unlinked(root: Path, relative: Path, data: bytes) -> None:
     """Write ``data`` to ``root/relative`` following no link below ``root`` (a folder the broker
     granted the agent; the folders above it are not the agent's to change)."""
-    *folders, name = relative.parts
-    fd = _walk(root, tuple(folders), make=True)
-    try:
-        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644, dir_fd=fd)
-    finally:
-        os.close(fd)
-    with os.fdopen(out, "wb") as handle:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    with os.fdopen(_open_unlinked(root, relative.parts, flags, make=True), "wb") as handle:
         handle.write(data)
 
 
 def _read_unlinked(path: Path) -> bytes:
     """The bytes of ``path`` (absolute), following no link anywhere on its way."""
-    *folders, name = path.parts[1:]
-    fd = _walk(Path(path.anchor), tuple(folders), make=False)
-    try:
-        handle = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)
-    finally:
-        os.close(fd)
-    with os.fdopen(handle, "rb") as stream:
+    with os.fdopen(
+        _open_unlinked(Path(path.anchor), path.parts[1:], os.O_RDONLY, make=False), "rb"
+    ) as stream:
         return stream.read()
 
 

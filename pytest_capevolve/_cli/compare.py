@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from .decisions import spec_value
 def cmd_compare(args: argparse.Namespace) -> int:
     from .._imported.compare import CompareSettings, compare_files
     from .._imported.readers import ReadOptions
+    from .._imported.results import ResultsError
     from .._show.compare import render_markdown, render_table
 
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(CompareSettings)}
@@ -27,30 +27,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     settings = CompareSettings(**given)
     labels, arms = _per_run(args, "label"), _per_run(args, "arm")
     options = [ReadOptions(label, args.scorer, arm) for label, arm in zip(labels, arms, strict=True)]
-    return _answer(
-        args,
-        lambda: compare_files(
-            args.runs, settings, format=args.format, options=options, clusters=args.clusters
-        ),
-        render_markdown,
-        render_table,
-    )
-
-
-def _answer(
-    args: argparse.Namespace,
-    decided: Callable[[], Any],
-    markdown: Callable[[Any], str],
-    table: Callable[[Any], list[str]],
-) -> int:
-    """The decisions, the Markdown summary when asked, the table or JSON, and the exit code."""
-    from .._imported.results import ResultsError
-
     with said_as(UsageError, ResultsError):
-        result = decided()
+        result = compare_files(
+            args.runs, settings, format=args.format, options=options, clusters=args.clusters
+        )
     if args.markdown is not None:
-        args.markdown.write_text(markdown(result), encoding="utf-8")
-    emit(args, result.to_dict(), lambda _: table(result))
+        args.markdown.write_text(render_markdown(result), encoding="utf-8")
+    emit(args, result.to_dict(), lambda _: render_table(result))
     return exitcodes.for_decisions(result.decisions)
 
 

@@ -139,7 +139,9 @@ def cmd_mechanism_add(args: argparse.Namespace) -> int:
     spec, rundir = open_run(args)
     tasks = parse_ids(args.tasks) if args.tasks else []
     answer = add(spec, rundir, args.text, tasks, by=args.by)
-    return emit(args, answer, _added_lines, json_default=True)
+    entry = answer["entry"]
+    line = f"{answer['status']}: {entry['id']} {entry['text']} (tasks: {', '.join(entry['tasks']) or '—'})"
+    return emit(args, answer, lambda _: [line], json_default=True)
 
 
 def cmd_mechanism_list(args: argparse.Namespace) -> int:
@@ -149,11 +151,6 @@ def cmd_mechanism_list(args: argparse.Namespace) -> int:
     _, rundir = open_run(args)
     answer = listing(rundir, args.task)
     return emit(args, answer, lambda a: render(a["run_id"], a["mechanisms"]).splitlines(), json_default=True)
-
-
-def _added_lines(answer: dict[str, Any]) -> list[str]:
-    entry = answer["entry"]
-    return [f"{answer['status']}: {entry['id']} {entry['text']} (tasks: {', '.join(entry['tasks']) or '—'})"]
 
 
 def cmd_hill_climb(args: argparse.Namespace) -> int:

@@ -73,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse, run the command, print its error as one line; return its exit code."""
     words = sys.argv[1:] if argv is None else list(argv)
     from .agent import USAGE as AGENT_USAGE
-    from .agent import forwarded, run_pytest, split_agent
+    from .agent import forwarded, run_pytest
 
     try:
         code = forwarded(words)  # inside `capevolve agent`: the broker runs it, outside the boundary
@@ -84,8 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if words[:1] == ["pytest"] and words[1:2] not in (["-h"], ["--help"]):
         return run_pytest(words[1:])
     agent_argv = None
-    if words[:1] == ["agent"] and "--" in words:
-        words, agent_argv = split_agent(words)
+    if words[:1] == ["agent"] and "--" in words:  # its options, and the agent's command line
+        at = words.index("--")
+        words, agent_argv = words[:at], words[at + 1 :]
     if words[:1] == ["judge-noise"]:
         return report_error("judge-noise", UsageError(JUDGE_NOISE_GONE))
     args = parse(build_parser(words[0] if words else None), words)
@@ -94,8 +95,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.words = words  # a way on into a new run repeats them
     OPENED.clear()
     try:
-        if args.command == "agent" and agent_argv is None:
-            raise UsageError(f"give the agent's command after --: {AGENT_USAGE}")
+        if args.command == "agent" and not agent_argv:
+            said = "give the agent's command after --" if agent_argv is None else "no command after --"
+            raise UsageError(f"{said}: {AGENT_USAGE}")
         return int(args.func(args))
     except CapevolveError as exc:  # the one root: each error carries its exit code
         if isinstance(exc, RunDirError) and getattr(args, "refusals", False):

@@ -273,15 +273,8 @@ def cmd_init(args: argparse.Namespace) -> int:
         "files": [str(p.relative_to(project)) for p in written],
         "next": [f"cd {project}", "capevolve check", "capevolve baseline"],
     }
-
-    def lines(answer: dict[str, Any]) -> list[str]:
-        return [
-            f"wrote a capevolve project in {answer['project']}:",
-            *(f"  {name}" for name in answer["files"]),
-            "next: " + " && ".join(answer["next"]),
-        ]
-
-    return emit(args, answer, lines)
+    lines = [f"wrote a capevolve project in {project}:", *(f"  {name}" for name in answer["files"])]
+    return emit(args, answer, lambda _: [*lines, "next: " + " && ".join(answer["next"])])
 
 
 def skill_front_matter(path: Path) -> dict[str, str]:

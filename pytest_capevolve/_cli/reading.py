@@ -234,7 +234,11 @@ def _anchored(args: argparse.Namespace, rundir: RunDir, answer: dict[str, Any], 
     if args.anchor_from_store is not None:
         if given is not None:
             raise UsageError("give --anchor HASH or --anchor-from-store, not both")
-        given = _store_anchor(rundir, args.anchor_from_store)
+        from .._loop.git_store import StoreError, store_anchor
+
+        store = args.anchor_from_store  # the newest anchor a hill-climb's git store (or a clone) committed
+        with said_as(UsageError, StoreError):
+            given = store_anchor(Path(store) if store else rundir.root / "store")
     if given is None:
         return True
     with said_as(UsageError, AnchorError):
@@ -250,14 +254,6 @@ def _anchored(args: argparse.Namespace, rundir: RunDir, answer: dict[str, Any], 
         return False
     print(f"ok anchor: event {seq} of {top.seq} is the anchored one; the chain vouches for it", file=out)
     return True
-
-
-def _store_anchor(rundir: RunDir, store: str) -> str:
-    """The newest anchor a hill-climb's git store (or ``store``, a clone of it) committed."""
-    from .._loop.git_store import StoreError, store_anchor
-
-    with said_as(UsageError, StoreError):
-        return store_anchor(Path(store) if store else rundir.root / "store")
 
 
 def _verified(args: argparse.Namespace, answer: dict[str, Any], *, ok: bool) -> int:

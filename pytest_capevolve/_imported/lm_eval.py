@@ -59,18 +59,6 @@ def read_lm_eval(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
     notes = [f"metric {metric}, filter {chosen_filter}"]
     if len(filters) > 1:
         notes.append(f"the file's filters: {', '.join(filters)} (--scorer {metric},FILTER picks another)")
-    _one_per_document(path, outcomes)
-    return made_run(path, "lm_eval", options.label, outcomes, notes)
-
-
-def _value(value: Any) -> Any:
-    """A metric's value: lm-eval logs some as a one-element list (``[1.0]``)."""
-    if isinstance(value, list) and len(value) == 1:
-        return value[0]
-    return value
-
-
-def _one_per_document(path: Path, outcomes: list[Outcome]) -> None:
     seen: set[str] = set()
     for outcome in outcomes:
         if outcome.task_id in seen:
@@ -79,3 +67,9 @@ def _one_per_document(path: Path, outcomes: list[Outcome]) -> None:
                 "samples file per run (lm-eval writes one per task)"
             )
         seen.add(outcome.task_id)
+    return made_run(path, "lm_eval", options.label, outcomes, notes)
+
+
+def _value(value: Any) -> Any:
+    """A metric's value: lm-eval logs some as a one-element list (``[1.0]``)."""
+    return value[0] if isinstance(value, list) and len(value) == 1 else value

@@ -50,10 +50,6 @@ def jsonl_rows(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def table_rows(path: Path) -> list[dict[str, Any]]:
-    return jsonl_rows(path) if path.suffix.lower() in (".jsonl", ".ndjson") else csv_rows(path)
-
-
 def column_names(rows: list[dict[str, Any]]) -> list[str]:
     return list(dict.fromkeys(k for row in rows for k in row if k is not None))
 
@@ -72,7 +68,7 @@ def read_cluster_map(path: Path) -> dict[str, str]:
     """task_id → cluster from a CSV or JSONL with those two columns (``--clusters FILE``)."""
     if not path.is_file():
         raise ResultsError(f"no such clusters file: {path}")
-    rows = table_rows(path)
+    rows = jsonl_rows(path) if path.suffix.lower() in (".jsonl", ".ndjson") else csv_rows(path)
     names = column_names(rows)
     task_col, cluster_col = column(names, TASK_COLUMNS), column(names, ("cluster",))
     if task_col is None or cluster_col is None:

@@ -38,6 +38,7 @@ try:
     from inspect_ai.model._model import init_active_model, init_model_roles
     from inspect_ai.scorer import Target
     from inspect_ai.solver import TaskState
+    from inspect_ai.util._display import init_display_type
 
     # shared with ``capevolve compare``'s inspect reader, so both score a sample alike
     from .._imported.inspect_log import inspect_reward
@@ -117,9 +118,13 @@ class InspectTaskAdapter:
         if made is None:
             raise AdapterError(f"{type(self).__name__} needs a task factory: set factory = staticmethod(fn)")
         self._factory: Factory = made
-        self._seed_dir = _seed_folder(Path(project_dir or "."), self.capability_path)
+        project = Path(project_dir or ".")
+        spec = project / "capevolve.yaml"
+        loaded = yaml.safe_load(spec.read_text(encoding="utf-8")) if spec.is_file() else None
+        named = loaded.get("capability_path") if isinstance(loaded, dict) else None
+        self._seed_dir = project / str(named or self.capability_path)
         reference = self._factory(self._seed_dir)
-        self._scorers = list(_as_list(reference.scorer))
+        self._scorers = _as_list(reference.scorer)
         if not self._scorers:
             raise AdapterError(f"the seed's inspect task ({self._seed_dir}) has no scorer: nothing to gate")
         self._samples = _keyed_samples(reference.dataset)
@@ -160,7 +165,7 @@ class InspectTaskAdapter:
         samples = [self._blind(self._samples[t]) for t in task_ids]
         solver, config = candidate.solver, candidate.config
         run = inspect_ai.Task(dataset=samples, solver=solver, scorer=None, config=config, name="capevolve")
-        _quiet_display()
+        init_display_type("none")  # the terminal belongs to pytest: no inspect progress display
         self.evals += 1
         logs = await inspect_ai.eval_async(
             run,
@@ -299,20 +304,6 @@ async def _with_grader(scoring: Any, grader: Model, seed: int | None) -> Any:
     return await asyncio.get_running_loop().create_task(scoring, context=context)
 
 
-def _seed_folder(project_dir: Path, default: str) -> Path:
-    spec = project_dir / "capevolve.yaml"
-    loaded = yaml.safe_load(spec.read_text(encoding="utf-8")) if spec.is_file() else None
-    named = loaded.get("capability_path") if isinstance(loaded, dict) else None
-    return project_dir / str(named or default)
-
-
-def _quiet_display() -> None:
-    """The terminal belongs to pytest: no inspect progress display."""
-    from inspect_ai.util._display import init_display_type
-
-    init_display_type("none")
-
-
 def _as_list(value: Any) -> list[Any]:
     if value is None:
         return []
@@ -334,9 +325,7 @@ def _keyed_samples(dataset: Any) -> dict[str, Any]:
 
 def _text(value: Any) -> Any:
     """A sample's input as plain JSON: its text, or its messages as role/text pairs."""
-    if isinstance(value, str):
-        return value
-    return [{"role": m.role, "content": m.text} for m in value]
+    return value if isinstance(value, str) else [{"role": m.role, "content": m.text} for m in value]
 
 
 def _rollout_of(task_id: str, sample: Any, failed: str) -> Rollout:

@@ -60,6 +60,20 @@ def test_a_project_folder_that_does_not_exist_is_named(tmp_path, capsys) -> None
     assert code == 4 and f"no such project folder: {tmp_path / 'nowhere'}" in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["agent"], "give the agent's command after --"),
+        (["agent", "--writable", ".", "--"], "no command after --"),
+    ],
+)
+def test_an_agent_without_its_command_is_one_usage_line(capsys, argv, said) -> None:
+    """No traceback: the command line is refused before any project is read (exit 4)."""
+    assert main(argv) == 4
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {said}: capevolve agent") and "Traceback" not in err
+
+
 def test_before_any_run_every_command_says_how_to_evaluate_in_one_error_line(
     example, capsys, monkeypatch
 ) -> None:

@@ -160,9 +160,7 @@ def loop_default(spec: Spec, rundir: RunDir | None, overrides: Mapping[str, str]
     # a schedule the run froze at its first decision (by this default, or hill-climb's flag; `lord` in
     # a run begun before the default became `addis`): a later session that names none decides under it
     # too, not refused for asking constant
-    schedule = frozen_schedule(rundir)
-    if schedule is None:
-        schedule = LOOP_SCHEDULE if is_loop_run(rundir) else "constant"
+    schedule = frozen_schedule(rundir) or (LOOP_SCHEDULE if is_loop_run(rundir) else "constant")
     if schedule == "constant":
         return spec, None
     why = (

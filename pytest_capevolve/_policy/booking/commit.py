@@ -9,7 +9,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from ..._engine import confinement
 from ..._project.candidate import SEED_TAG, CandidateError, bounded, changed_files, unified_diff
@@ -39,11 +39,6 @@ from .commit_checks import REJECT_BASES as REJECT_BASES
 from .commit_checks import SCREEN_KILL_BASES, Asked, check, check_evidence, refuse_unknown
 from .commit_checks import CommitRefused as CommitRefused
 from .journal_entry import freeze_entry
-
-
-class SpentOn(TypedDict):
-    rollouts: int
-    runner_usd: float
 
 
 def book(
@@ -106,6 +101,7 @@ def book(
 def _entry(rundir: RunDir, asked: Asked, parent: str, note: str, optimizer: OptimizerSpend) -> BookedDecision:
     tag, decision, basis, verdict, _, force = asked
     merge = merged_from(rundir, tag)
+    records = rundir.rollouts.indexed_rollouts("val", [tag])
     lineage: Lineage = {"tag": tag, "parent": parent}
     if merge:
         lineage["merged_from"] = merge
@@ -123,7 +119,8 @@ def _entry(rundir: RunDir, asked: Asked, parent: str, note: str, optimizer: Opti
             if verdict is not None or basis not in SCREEN_KILL_BASES
             else _screen_numbers(rundir, tag)
         ),
-        **_spent_on(rundir, tag),
+        "rollouts": len(records),
+        "runner_usd": round(sum(r.cost_usd for r in records), 6),
         "changed_files": _changes(rundir, tag, parent, verdict),
         "optimizer_usd": optimizer.usd,
         "optimizer_tokens": optimizer.tokens,
@@ -230,11 +227,6 @@ def parent_of(rundir: RunDir, tag: str, best: str | None = None) -> str:
         elif kind == CANDIDATE_REGISTERED and event.get("tag") == tag:
             return current or "seed"
     return str((rundir.verdicts.verdict(tag) or {}).get("against") or best or rundir.state.best())
-
-
-def _spent_on(rundir: RunDir, tag: str) -> SpentOn:
-    records = rundir.rollouts.indexed_rollouts("val", [tag])
-    return {"rollouts": len(records), "runner_usd": round(sum(r.cost_usd for r in records), 6)}
 
 
 def _changes(rundir: RunDir, tag: str, parent: str, verdict: dict[str, Any] | None) -> list[str]:

@@ -36,15 +36,6 @@ NARROW_AT = 0.8  # share of a ceiling spent from which the loop should stop fann
 DEFAULT_NULLS = 2  # the gate's default number of null controls
 
 
-def _optimizer_spend(state: dict[str, Any], decisions: list[dict[str, Any]]) -> dict[str, float]:
-    spent = state.get("spent", {})
-    # older or partial state: the decisions' own lines, else nothing spent
-    return {
-        key: float(spent[key] or 0) if key in spent else float(sum(float(d.get(key) or 0) for d in decisions))
-        for key in ("optimizer_usd", "optimizer_tokens", "optimizer_seconds")
-    }
-
-
 def _ceiling(used: float, limit: float | None, counts: str) -> dict[str, Any]:
     fraction = None if limit is None else (1.0 if limit == 0 else used / limit)
     reached = limit is not None and used >= limit
@@ -52,12 +43,7 @@ def _ceiling(used: float, limit: float | None, counts: str) -> dict[str, Any]:
 
 
 def spend_report(
-    spec: Spec,
-    rundir: RunDir,
-    *,
-    n_siblings: int = 1,
-    nulls: int = DEFAULT_NULLS,
-    loop: bool = False,
+    spec: Spec, rundir: RunDir, *, n_siblings: int = 1, nulls: int = DEFAULT_NULLS, loop: bool = False
 ) -> dict[str, Any]:
     """The ``capevolve spend`` object (docs/how-to/run-the-loop.md lists its keys). ``loop``: the run is
     handed to a loop, whose gates take its schedule unless the spec names one."""
@@ -70,7 +56,13 @@ def spend_report(
     best_json = _best_json(records, best, val_ids, trials)
 
     decisions = [e for e in events if e.get("kind") == DECISION]
-    optimizer = _optimizer_spend(state, decisions)
+    booked = state.get("spent", {})  # older or partial state: the decisions' own lines, else nothing spent
+    optimizer = {
+        key: float(booked[key] or 0)
+        if key in booked
+        else float(sum(float(d.get(key) or 0) for d in decisions))
+        for key in ("optimizer_usd", "optimizer_tokens", "optimizer_seconds")
+    }
     per_decision = optimizer["optimizer_usd"] / len(decisions) if decisions else None
     # a hill-climb round's proposer already paid, its decision still to come: spent all the same
     optimizer["optimizer_usd"] += unbooked_usd(rundir)
@@ -120,7 +112,12 @@ def spend_report(
         afford_json["optimizer_usd_per_decision"] = money(per_decision)
 
     constraints = _constraints(spec, condition, records, best_json, spent, val_ids, trials)
-    exhausted = _exhausted(ceiling_json, constraints)
+    exhausted = [name for name, c in ceiling_json.items() if c["reached"]]
+    exhausted += [
+        f"stop_condition {p['kind']} ({p['clause']!r})"
+        for p in constraints["predicates"]
+        if p["role"] == "cap" and p["met"]
+    ]
     recommendation = _recommend(exhausted, ceiling_json, constraints, can, fits(1) if n_siblings > 1 else can)
     unmerged = unmerged_siblings(events, spec.project_dir)
     if recommendation["action"] == "stop":
@@ -170,10 +167,7 @@ def _best_json(records: ByTag, best: str, val_ids: list[str], trials: int) -> di
 
 
 def _spent_json(
-    state: dict[str, Any],
-    events: list[dict[str, Any]],
-    decisions: int,
-    optimizer: dict[str, float],
+    state: dict[str, Any], events: list[dict[str, Any]], decisions: int, optimizer: dict[str, float]
 ) -> dict[str, Any]:
     by_split = Counter(str(e.get("split")) for e in events if e.get("kind") == ROLLOUT)
     task_evals = [e for e in events if e.get("kind") == TASK_EVAL]  # capevolve eval-task: never evidence
@@ -229,16 +223,6 @@ def _constraints(
         "predicates": sc.evaluate(condition, actuals),
         "ambiguous": [asdict(a) for a in condition.ambiguous],
     }
-
-
-def _exhausted(ceiling_json: dict[str, dict[str, Any]], constraints: dict[str, Any]) -> list[str]:
-    exhausted = [name for name, c in ceiling_json.items() if c["reached"]]
-    exhausted += [
-        f"stop_condition {p['kind']} ({p['clause']!r})"
-        for p in constraints["predicates"]
-        if p["role"] == "cap" and p["met"]
-    ]
-    return exhausted
 
 
 def _overridden(

@@ -18,14 +18,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..._decide.verdict import ACCEPT, INDECISIVE, Verdict
-from ..._engine.judging import (
-    JUDGE_SEED_STRIDE,
-    PREFERENCE_ORDERS,
-    prefer_in_order,
-)
+from ..._engine.judging import JUDGE_SEED_STRIDE, PREFERENCE_ORDERS, prefer_in_order
 from ..._project.adapter import Task
 from ..._project.blocks import local_trial
-from ..._stats.judge_noise import JudgeSplit, RescoreAdvice, arm_within, rescore_advice, split
+from ..._stats.judge_noise import arm_within, rescore_advice, split
 from ..._stats.pairwise import net_preference, p_greater_exact, sign_test
 from ..._store.log.event_kinds import CANDIDATE_REGISTERED, JUDGE_FAILED, JUDGING, PREFERENCE, ROLLOUT
 from ..._store.log.paid_by import UntrustedRecord
@@ -94,19 +90,6 @@ def split_entry(candidate: PerTask, best: PerTask) -> dict[str, Any]:
     sizes = {len(s) for arm in (candidate, best) for t in tasks for s in arm[t]}
     if len(tasks) < 2 or len(sizes) != 1:
         return {}
-    result, advice = _split_tasks(candidate, best, tasks, sizes.pop())
-    return {
-        "rescores": result.rescores,
-        "n_tasks": result.n_tasks,
-        **_shares(result),
-        "note": "the gate's SE is of deltas of averaged re-scores: it holds both shares",
-        **_advised(advice),
-    }
-
-
-def _split_tasks(
-    candidate: PerTask, best: PerTask, tasks: list[str], rescores: int
-) -> tuple[JudgeSplit, RescoreAdvice]:
     deltas, judge, within = [], [], []
     for t in tasks:
         cand, base = np.array(candidate[t]), np.array(best[t])
@@ -114,12 +97,12 @@ def _split_tasks(
         (jc, wc), (jb, wb) = arm_within(cand), arm_within(base)
         judge.append(jc + jb)
         within.append(wc + wb)
+    rescores = sizes.pop()
     result = split(np.array(deltas), np.array(judge), np.array(within), rescores)
-    return result, rescore_advice(np.array(judge), np.array(within), rescores)
-
-
-def _shares(result: JudgeSplit) -> dict[str, Any]:
+    advice = rescore_advice(np.array(judge), np.array(within), rescores)
     return {
+        "rescores": result.rescores,
+        "n_tasks": result.n_tasks,
         "var_total": result.var_total,
         "var_judge": result.var_judge,
         "var_agent": result.var_agent,
@@ -130,11 +113,7 @@ def _shares(result: JudgeSplit) -> dict[str, Any]:
         "within_task_judge_share": 0.0
         if result.within_total <= 0
         else result.within_judge / result.within_total,
-    }
-
-
-def _advised(advice: RescoreAdvice) -> dict[str, Any]:
-    return {
+        "note": "the gate's SE is of deltas of averaged re-scores: it holds both shares",
         "best_rescores": advice.best,
         "best_rescores_ci": [advice.low, advice.high],
         "answer": advice.answer,

@@ -299,7 +299,7 @@ VerdictPass = Callable[[Passing, Verdict], Verdict]
 # The passes every judged verdict takes, in order, in the session (_session/gating.py) and in
 # ``capevolve gate`` (:func:`regate`): the one list, so the two cannot answer differently.
 VERDICT_PASSES: tuple[tuple[str, VerdictPass], ...] = (
-    ("looks", lambda p, v: _looked(p, v)),
+    ("looks", _looked),
     ("resolution", lambda p, v: out_of_reach(v)),
     ("settings", lambda p, v: with_settings(p.spec, v, p.overridden, p.schedule_why)),
     ("label", lambda p, v: with_label(v, p.labels)),

@@ -145,8 +145,12 @@ def decided_in_project(rundir: RunDir, harness_now: Mapping[str, str] | None = N
         return {}
     my_keys = task_keys.recorded(rundir)
     found = _Found(my_ids, my_keys, task_keys.Tasks.of(my_ids, my_keys), mine)
-    present = _decided_in_runs(rundir, project, found)
-    _decided_in_memory(rundir, project, present, found)
+    runs = [root for root in sorted((project / RUNS_DIR).glob("*")) if (root / "events.jsonl").is_file()]
+    for root in runs:
+        if root.name != rundir.run_id:
+            with contextlib.suppress(RunDirError):  # a damaged run is refused when opened: it decides nothing
+                _decided_in_run(RunDir(root), found)
+    _decided_in_memory(rundir, project, {root.name for root in runs}, found)
     return found.found
 
 
@@ -179,16 +183,6 @@ class _Found:
             self.found[digest] = earlier
 
 
-def _decided_in_runs(rundir: RunDir, project: Path, found: _Found) -> set[str]:
-    """The decisions of the project's other runs into ``found``; returns their folder names."""
-    runs = [root for root in sorted((project / RUNS_DIR).glob("*")) if (root / "events.jsonl").is_file()]
-    for root in runs:
-        if root.name != rundir.run_id:
-            with contextlib.suppress(RunDirError):  # a damaged run is refused when opened: it decides nothing
-                _decided_in_run(RunDir(root), found)
-    return {root.name for root in runs}
-
-
 def _decided_in_run(other: RunDir, found: _Found) -> None:
     from ..._project import harness
     from ..._store.readers.harness_lock import locked_harness
@@ -203,16 +197,15 @@ def _decided_in_run(other: RunDir, found: _Found) -> None:
         if isinstance(tag, str) and tag in hashes and isinstance(event.get("decision"), str):
             verdict = other.verdicts.verdict(tag)
             level = decided_level(verdict)
-            text = level.text if level else None
             # a repair (``commit --force``) was taken at no gate's level: it names its event instead
             forced = event.get("repairs") is not None or bool(event.get("against_gate"))
-            earlier = Earlier(tag, other.run_id, str(event["decision"]), None if forced else text)
             adopted = (
                 not forced and (verdict or {}).get("decision") == REPEAT and event["decision"] == "accept"
             )
+            said = level.text if level and not forced else None
+            earlier = Earlier(tag, other.run_id, str(event["decision"]), said, harness_changes=differs)
             repair = int(event["seq"]) if forced else None
-            earlier = replace(earlier, harness_changes=differs, repair=repair, adopted=adopted)
-            found.seen(hashes[tag], earlier, theirs_val)
+            found.seen(hashes[tag], replace(earlier, repair=repair, adopted=adopted), theirs_val)
 
 
 def _decided_in_memory(rundir: RunDir, project: Path, present: set[str], found: _Found) -> None:
@@ -232,10 +225,8 @@ def _decided_in_memory(rundir: RunDir, project: Path, present: set[str], found: 
         differs = tuple(harness.changes(theirs, found.harness)) if theirs and found.harness else ()
         level = row.get("level") if isinstance(row.get("level"), str) else None
         said = row.get("text_hash") if isinstance(row.get("text_hash"), str) else None
-        earlier = Earlier(
-            row["tag"], row["run_id"], row["decision"], level, harness_changes=differs, shared=foreign
-        )
-        earlier = replace(earlier, text_hash=said)
+        earlier = Earlier(row["tag"], row["run_id"], row["decision"], level, harness_changes=differs)
+        earlier = replace(earlier, shared=foreign, text_hash=said)
         found.seen(row["content_hash"], earlier, val if val.ids or val.keys else None)
 
 

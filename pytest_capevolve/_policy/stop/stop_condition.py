@@ -113,17 +113,13 @@ _SPLIT = _lazy(r"[;\n\r]|(?<![0-9]),|,(?![0-9]{3}(?![0-9]))|\b(?:or|and)\b|&", r
 _EDGES = _lazy(r"^[\s!?:\-]+|[\s.!?:\-]+$")  # a leading "." may start a number (.5)
 
 
-def _normalize(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text)
-    for old, new in (("≥", ">="), ("⩾", ">="), ("≤", "<="), ("⩽", "<="), ("’", "'"), ("‘", "'")):
-        text = text.replace(old, new)
-    return text
-
-
 def split_clauses(text: str | None) -> list[str]:
     if not text:
         return []
-    cleaned = _FILLER.sub(" ", _normalize(text))
+    text = unicodedata.normalize("NFKC", text)
+    for old, new in (("≥", ">="), ("⩾", ">="), ("≤", "<="), ("⩽", "<="), ("’", "'"), ("‘", "'")):
+        text = text.replace(old, new)
+    cleaned = _FILLER.sub(" ", text)
     parts = (_EDGES.sub("", part) for part in _SPLIT.split(cleaned))
     return [part for part in parts if part]
 
