@@ -204,8 +204,10 @@ def _decoded(column: Any) -> list[Any]:
     if isinstance(column, list):
         return column
     if "of" in column:
-        values = column["of"]
-        return list(map(values.__getitem__, _unpacked(column["at"], "BI")))
+        values, places = column["of"], _unpacked(column["at"], "BI")
+        if len(values) == 1 and places.count(0) == len(places):  # one value (a split, a run id)
+            return [values[0]] * len(places)
+        return list(map(values.__getitem__, places))
     return _unpacked(column["packed"], "qd").tolist()
 
 
