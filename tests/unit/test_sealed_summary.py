@@ -101,6 +101,7 @@ def test_no_line_after_it_or_no_line_at_all_serve_nothing(tmp_path: Path) -> Non
         [-0.0] * 8,
         [0.0, None, 1.0] * 4,  # an infra error's reward among scores
         [None, "timeout"] * 4,
+        ["val"] * 8,  # one value
         [2**70] * 4 + [-(2**63), 2**63 - 1, 5],  # beyond 8 bytes
         [0.1 * i for i in range(9)],
         list(range(300)) * 4,  # more places than a byte holds
