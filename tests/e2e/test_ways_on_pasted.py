@@ -385,3 +385,27 @@ def test_a_scorer_that_raised_names_the_new_run_that_measures_its_fix(example, p
     fixed = pytester.runpytest(*_pasted(text, "measure it in a new run: "))
     assert fixed.ret == 0, fixed.stdout.str()[-3000:]
     assert " infra" not in fixed.stdout.lines[-1]  # every rollout scored, in the new run
+
+
+def test_a_repeat_commit_in_an_older_run_names_the_repair_of_that_run_in_that_project(
+    noop_gated, projects, capevolve, capsys
+):
+    project = noop_gated  # 'noop' gated (rejected), not booked
+    first = projects.run_dir(project)
+    assert (
+        run(capsys, "commit", "noop", str(project), "--decision", "reject", "--reject-basis", "gate")[0] == 0
+    )
+    assert capevolve(project, extra=["--capevolve-new-run"]).ret == 0  # the newest run is now another
+
+    code, _, err = run(capsys, "commit", "noop", str(project), "--run-id", first.name, "--decision", "accept")
+
+    # before: "repair the record with `capevolve commit noop --decision accept --force`": pasted, in
+    # the newest run (or from any folder but the project's), "unknown tag 'noop'"
+    assert code == 2 and "repair the record with `capevolve commit noop " in err, err
+    pasted = shlex.split(err.split("repair the record with `", 1)[1].split("`")[0])
+    assert pasted[0] == "capevolve", pasted
+    code, _, err = run(capsys, *pasted[1:])
+    assert code == 0, err
+    decisions = [json.loads(line) for line in (first / "events.jsonl").read_text().splitlines()]
+    repair = [e for e in decisions if e.get("kind") == "decision"][-1]
+    assert (repair["tag"], repair["decision"], repair["forced"]) == ("noop", "accept", True), repair
