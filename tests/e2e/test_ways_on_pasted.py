@@ -409,3 +409,25 @@ def test_a_repeat_commit_in_an_older_run_names_the_repair_of_that_run_in_that_pr
     decisions = [json.loads(line) for line in (first / "events.jsonl").read_text().splitlines()]
     repair = [e for e in decisions if e.get("kind") == "decision"][-1]
     assert (repair["tag"], repair["decision"], repair["forced"]) == ("noop", "accept", True), repair
+
+
+def test_capevolve_gate_of_a_tag_whose_session_was_cut_off_says_it_is_no_verdict_and_the_gate_that_judges_it(
+    toy_calc_baseline, projects, capevolve, capsys, pytester
+):
+    """A gate session interrupted before it judged (Ctrl-C, kill -9) leaves the candidate's val rollouts
+    incomplete; `capevolve gate TAG` then answered INDECISIVE "paired coverage …: could not judge" (exit
+    11), with nothing saying that no session had judged it or how to finish it."""
+    project = toy_calc_baseline  # the seed's val rollouts; 'careful' never evaluated
+    task = split_ids(project, "val")[0]
+    one = capevolve(project, "careful", extra=[f"val::{task}[careful-t0]"])  # one rollout, as if cut off
+    assert "rollouts: 1 paid" in one.stdout.str(), one.stdout.str()[-2000:]
+
+    code, out, err = run(capsys, "gate", "careful", str(project))
+
+    assert code == 11 and "INDECISIVE" in out, out + err
+    assert "no session has judged 'careful'" in err, err
+    pasted = shlex.split(err.split("pays only the missing rollouts and judges it: `", 1)[1].split("`")[0])
+    assert pasted[0] == "pytest" and "CANDIDATE_FOLDER" not in pasted, pasted
+    gated = pytester.runpytest(*pasted[1:], "-p", "no:cacheprovider")
+    assert gated.ret == 0 and "reused" in gated.stdout.str(), gated.stdout.str()[-3000:]
+    assert run(capsys, "gate", "careful", str(project))[0] == 0
