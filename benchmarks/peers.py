@@ -10,7 +10,8 @@ on ``PYTHONPATH``: the code before a change, measured in the same rounds as afte
 
 Each figure is the better of R runs (default 2) taken in turns with what it is compared to (W1:
 one round runs every tool once), after one run thrown away (the first process of a batch reads
-cold files); W1 also prints the spread over the rounds. A difference smaller than the noise is
+cold files); W1 also prints the spread over the rounds, and each ratio paired round by round (its
+median and range: steadier under load than the best against the best). A difference smaller than the noise is
 said to be so, not printed as a number. Every process writes and reads bytecode caches (a shell's
 ``PYTHONDONTWRITEBYTECODE`` is dropped for them): a figure is the tool's work, not compiling it.
 
@@ -36,6 +37,7 @@ import argparse
 import importlib.util
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -178,6 +180,7 @@ class PerRollout(NamedTuple):
 
     best: Cost
     cpu_spread: tuple[float, float]
+    cpu_rounds: tuple[float, ...] = ()  # CPU per rollout in each round, for ratios paired by round
 
 
 def per_rollout(
@@ -204,7 +207,7 @@ def per_rollout(
             [(f.cpu - o.cpu) / n for f, o in zip(fulls[name], ones[name], strict=True)] if n > 0 else [0.0]
         )
         best = Cost(extra / n, max(extra_cpu, 0.0) / n) if extra > 0 and n > 0 else None
-        found[name] = None if best is None else PerRollout(best, (min(rounds), max(rounds)))
+        found[name] = None if best is None else PerRollout(best, (min(rounds), max(rounds)), tuple(rounds))
     return found
 
 
@@ -287,10 +290,20 @@ def w1(tmp: Path, tasks: int, trials: int, peers: set[str] | None, old: str | No
         ratio = ""
         if mine is not None and name != "pytest-capevolve":
             cpu = f"{mine.best.cpu / each.best.cpu:.2f}x" if each.best.cpu > 0 else "n/a"
-            ratio = f"  (ours {mine.best.wall / each.best.wall:.2f}x theirs in wall, {cpu} in CPU)"
+            ratio = f"  (ours {mine.best.wall / each.best.wall:.2f}x theirs in wall, {cpu} in CPU"
+            ratio += f"{_paired(mine.cpu_rounds, each.cpu_rounds)})"
         print(f"  {name + ':':<21}{figures}{ratio}")
     for line in skipped:
         print(f"  {line}")
+
+
+def _paired(ours: tuple[float, ...], theirs: tuple[float, ...]) -> str:
+    """The median of ours / theirs taken round by round (a round runs every tool in turn, so a change of
+    load falls on both figures of a pair), and its range: steadier under load than best against best."""
+    pairs = sorted(a / b for a, b in zip(ours, theirs, strict=True) if b > 0)
+    if len(pairs) < 2:
+        return ""
+    return f"; paired by round: median {statistics.median(pairs):.2f}x, {pairs[0]:.2f}-{pairs[-1]:.2f}"
 
 
 W2_COUNT, W2_SLEEP, W2_WIDTH = 512, 0.1, 64

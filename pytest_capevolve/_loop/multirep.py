@@ -130,7 +130,7 @@ def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -
             "drift_ratio": None if summary.sd is None or not paired_se else summary.sd / paired_se,
         },
     )
-    status, reason = _resolution(summary, paired_se)
+    status, reason = _resolution(summary)
     if status == "single_block":  # the next block's session, for both tags
         block = max(r["block"] for r in used) + 1
         reason = reason.replace("EVALUATE", evaluating_both(rundir, tag, against, block=block))
@@ -174,7 +174,7 @@ def evaluating_both(rundir: RunDir, tag: str, against: str, *, block: int) -> st
     return pasteable(shlex.join(words), rundir.project_dir)
 
 
-def _resolution(summary: Any, paired_se: float | None) -> tuple[str, str]:
+def _resolution(summary: Any) -> tuple[str, str]:
     """One of ``single_block``, ``not_resolvable``, ``resolved``, ``unresolved``, with its sentence."""
     r = summary.blocks
     if r < 2:

@@ -84,21 +84,13 @@ def candidate_folder(spec: Spec, rundir: RunDir, tag: str, *, work_first: bool =
     raise Refusal(f"{tag!r} has neither a snapshot nor a work copy in run {rundir.run_id} (known: {known})")
 
 
-def earlier_spend(rundir: RunDir) -> tuple[int, float]:
-    """Rollouts and $ every earlier task eval of the run paid (its ``task_eval`` events)."""
-    events = rundir.log.of_kinds(TASK_EVAL)
-    return sum(int(e.get("rollouts") or 0) for e in events), sum(
-        float(e.get("cost_usd") or 0.0) for e in events
-    )
-
-
 def _check_affordable(spec: Spec, rundir: RunDir, planned: int) -> None:
     spent = rundir.state.read_state().get("spent", {})
-    diag_rollouts, diag_usd = earlier_spend(rundir)
+    earlier = rundir.log.of_kinds(TASK_EVAL)  # what every earlier task eval of the run paid
     can = afford(
         planned,
-        rollouts_spent=int(spent.get("metric_calls", 0)) + diag_rollouts,
-        runner_usd_spent=float(spent.get("usd", 0.0)) + diag_usd,
+        rollouts_spent=int(spent.get("metric_calls", 0)) + sum(int(e.get("rollouts") or 0) for e in earlier),
+        runner_usd_spent=float(spent.get("usd", 0.0)) + sum(float(e.get("cost_usd") or 0.0) for e in earlier),
         ceilings=Ceilings.from_spec(spec),
         optimizer_usd_spent=float(spent.get("optimizer_usd", 0.0)),
     )

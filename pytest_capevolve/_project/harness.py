@@ -248,9 +248,11 @@ def pytest_env(environ: Mapping[str, str]) -> dict[str, str]:
 def tasks_digest(tasks: Iterable[Any]) -> str:
     """One sha256 over the pool's (id, input, target), in order, as canonical JSON."""
     digest = hashlib.sha256()
+    # json.dumps with these options builds this encoder once per call (10,000 tasks: 10,000 encoders)
+    encode = json.JSONEncoder(sort_keys=True, default=repr, ensure_ascii=False).encode
     for task in tasks:
         row = [getattr(task, "id", None), getattr(task, "input", None), getattr(task, "target", None)]
-        digest.update(json.dumps(row, sort_keys=True, default=repr, ensure_ascii=False).encode("utf-8"))
+        digest.update(encode(row).encode("utf-8"))
         digest.update(b"\n")
     return digest.hexdigest()
 

@@ -207,7 +207,10 @@ class EvaluationSession:
             from .gating import book_verdicts
 
             unbooked = [v for v in standing if booked_decision(self.rundir, v.tag) is None]
-            owed = [v for v in decided if _owed_more(outcome, v)]
+            # an indecisive verdict the rollouts owed after infra errors could resolve: booking it would
+            # decide the tag, and refuse the decision the session that completes them takes
+            infra = outcome.exit_code == exitcodes.INFRA_FAILURE
+            owed = [v for v in decided if infra and v.decision == INDECISIVE and v.basis in UNRESOLVED]
             booked = book_verdicts(
                 self.spec, self.rundir, [v for v in [*decided, *unbooked] if v not in owed], self.hooks
             )
@@ -258,16 +261,6 @@ class EvaluationSession:
         for verdict in verdicts:
             lines += explain(verdict, figures, null_control=verdict.tag in nulls)
         return lines
-
-
-def _owed_more(outcome: Outcome, verdict: Verdict) -> bool:
-    """An indecisive verdict that the rollouts owed after infra errors could resolve: booking it would
-    decide the tag, and refuse the decision the session that completes them takes."""
-    return (
-        outcome.exit_code == exitcodes.INFRA_FAILURE
-        and verdict.decision == INDECISIVE
-        and (verdict.basis in UNRESOLVED)
-    )
 
 
 def preferences_judge(config: pytest.Config, rundir: RunDir) -> Prefer:

@@ -82,9 +82,12 @@ def _per_task_k_estimate(passes: np.ndarray, k: int, estimate: Callable[[int, in
     if not able.any():
         return None
     # the estimate of each distinct (n, c) once, then the tasks' values in task order: the same
-    # floats, averaged the same way, as one estimate per task (10,000 tasks, a few dozen pairs)
-    pairs, which = np.unique(np.stack([n[able], c[able]], axis=1), axis=0, return_inverse=True)
-    estimates = np.array([estimate(int(pn), int(pc)) for pn, pc in pairs], dtype=float)
+    # floats, averaged the same way, as one estimate per task (10,000 tasks, a few dozen pairs);
+    # each pair one integer (c ≤ n < base), whose order is the pairs' (not np.unique(axis=0): a
+    # sort of row views, ~15 ms at 10,000 tasks)
+    base = int(matrix.shape[1]) + 1
+    keys, which = np.unique(n[able] * base + c[able], return_inverse=True)
+    estimates = np.array([estimate(int(key) // base, int(key) % base) for key in keys], dtype=float)
     return float(np.mean(estimates[which.reshape(-1)]))
 
 

@@ -325,9 +325,8 @@ def exact_task_deltas(
 
 
 def _float_sums(matrix: np.ndarray) -> list[Fraction]:
-    return [
-        sum((Fraction(r) for r in row if r == r), Fraction(0)) for row in matrix.tolist()
-    ]  # r == r: not nan
+    # r == r: not nan
+    return [sum((Fraction(r) for r in row if r == r), Fraction(0)) for row in matrix.tolist()]
 
 
 def exact_mean_delta(candidate: np.ndarray, best: np.ndarray) -> Fraction | None:

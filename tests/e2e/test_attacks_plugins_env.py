@@ -38,14 +38,12 @@ def pytest_runtest_makereport(item, call):
     outcome="refused in one line before anything is paid: `<env PYTEST_PLUGINS> (changed)`",
 )
 def test_a_plugin_added_to_pytest_plugins_after_the_run_began_is_refused(
-    example, projects, capevolve, monkeypatch, pytester
+    one_trial_baseline, projects, capevolve, monkeypatch, pytester
 ) -> None:
     from pytest_capevolve._store.rollouts.record import RECORD_PROPERTY
 
     assert RECORD_PROPERTY == "capevolve_rollout"  # what the forge rewrites
-    project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
-    assert capevolve(project).ret == 0
+    project = one_trial_baseline  # the run began (its lock holds the PYTEST_PLUGINS it ran with)
     paid = len(projects.rollout_records(project))
     pytester.makepyfile(forge=FORGE)
     pytester.syspathinsert()

@@ -21,7 +21,7 @@ from pytest_capevolve._project import leak
 from pytest_capevolve._project.candidate import content_hash
 from pytest_capevolve._project.harness import TASKS_KEY
 from pytest_capevolve._store.files import RunDirError
-from pytest_capevolve._store.log.sealed_summary import SUMMARY_NAME
+from pytest_capevolve._store.log.sealed_summary import SUMMARY_NAME, _decoded, _encoded
 from pytest_capevolve._store.readers.harness_lock import locked_harness
 from pytest_capevolve._store.rundir import RunDir
 
@@ -122,8 +122,9 @@ def test_an_edited_summary_or_summary_line_is_not_used(what, example, projects, 
     rundir, table = _summarized(project, projects, capevolve)
     path = rundir / SUMMARY_NAME
     summary = json.loads(path.read_text())
-    reward = summary["columns"][4]
+    reward = _decoded(summary["columns"][4])
     reward[reward.index(0.0)] = 1.0  # a failure shown as a pass
+    summary["columns"][4] = _encoded(reward)
     text = json.dumps(summary, separators=(",", ":"))
     path.write_text(text)
     if what == "summary and its line":

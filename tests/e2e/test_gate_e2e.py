@@ -33,15 +33,20 @@ VERDICT_FIELDS = {
     "candidate, code, decision",
     [("improved", 0, "accept"), ("copy", 10, "reject"), ("regressed", 10, "reject")],
 )
-def test_gate_verdicts_on_noisy_agent(example, projects, capevolve, candidate, code, decision):
-    """In process: the same verdicts under xdist are test_verdicts_identical_with_and_without_xdist."""
-    project = example("noisy_agent")
-    # the statistical rule is under test here; the example's no-upsell microcase would
-    # reject `regressed` before its rollouts (see test_microcases.py)
-    shutil.rmtree(project / "microcases")
-    # two trials a task (not five): each verdict stands at n = 2, and 800 rollouts become 320
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
-    result = capevolve(project, candidate, gate=True)
+def test_gate_verdicts_on_noisy_agent(request, example, projects, capevolve, candidate, code, decision):
+    """In process: the same verdicts under xdist are test_verdicts_identical_with_and_without_xdist.
+    Two trials a task (not five): each verdict stands at n = 2, and 800 rollouts become 320. The
+    gates of 'improved' and 'copy' are the shared builds (the example's microcases pass both
+    before any rollout); the statistical rule is under test here, and the example's no-upsell
+    microcase would reject 'regressed' before its rollouts (see test_microcases.py), so its copy
+    goes without them."""
+    if candidate in ("improved", "copy"):
+        project, result = request.getfixturevalue(f"{candidate}_gated")
+    else:
+        project = example("noisy_agent")
+        shutil.rmtree(project / "microcases")
+        projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
+        result = capevolve(project, candidate, gate=True)
     assert result.ret == code, result.stdout.str()
     result.stdout.fnmatch_lines(
         ["*capevolve verdicts vs seed (val)*", f"{candidate} *{decision.upper()}*40*"]
@@ -90,11 +95,22 @@ def test_capevolve_gate_rederives_the_verdict_without_paying(improved_gated, pro
     assert main(["gate", "nope", "--project", str(project)]) == 4
 
 
-def test_nulls_are_reused_while_the_best_is_unchanged(example, projects, capevolve):
-    project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # 40 tasks × 2 trials a tag
-    capevolve(project, "copy", gate=True)
-    second = capevolve(project, "mixed", gate=True)
+@pytest.fixture
+def copy_gated(built, example, projects, capevolve):
+    """examples/noisy_agent cut to two trials, after the gate of 'copy' (rejected: the best stays
+    the seed, its two null controls paid), and that session's result: built once per process
+    (tests/conftest.py ``built``), a copy for each test."""
+
+    def make():
+        project = example("noisy_agent")
+        projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # 40 tasks × 2 trials a tag
+        return project, capevolve(project, "copy", gate=True)
+
+    return built("noisy-agent-two-trials-copy-gated", "noisy_agent", make)
+
+
+def test_nulls_are_reused_while_the_best_is_unchanged(copy_gated, capevolve):
+    second = capevolve(copy_gated[0], "mixed", gate=True)
     second.stdout.fnmatch_lines(["rollouts: 80 paid, 240 reused*"])
 
 
@@ -113,13 +129,12 @@ def test_gate_refuses_train(example, capevolve):
     result.stderr.fnmatch_lines(["*the gate reads only val*"])
 
 
-def test_capevolve_plan_reports_mde_and_headroom(example, projects, capevolve, capsys):
-    project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # the plan reads whatever n was paid
-    assert main(["plan", str(project)]) == 4  # nothing persisted yet
-    assert not (project / ".capevolve").exists()  # a read-only command creates no run
+def test_capevolve_plan_reports_mde_and_headroom(example, copy_gated, capsys):
+    fresh = example("noisy_agent", dest="fresh")
+    assert main(["plan", str(fresh)]) == 4  # nothing persisted yet
+    assert not (fresh / ".capevolve").exists()  # a read-only command creates no run
     capsys.readouterr()
-    capevolve(project, "copy", gate=True)
+    project, _ = copy_gated  # the plan reads whatever n was paid: two trials here
     assert main(["plan", str(project), "--target", "0.9"]) == 0
     out = capsys.readouterr().out
     assert "from 2 null control(s)" in out

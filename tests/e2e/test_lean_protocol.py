@@ -163,6 +163,32 @@ def test_with_xdist_workers_forward_the_same_reports(
     assert len(full_phases) == 24 and all(0.0 not in durations for durations in full_phases.values())
 
 
+def test_with_no_plugin_reading_them_no_setup_or_teardown_report_is_made(
+    pytester: pytest.Pytester, example, projects, capevolve
+) -> None:
+    """Only the terminal, logging and capevolve watch reports: the call's report is the one made for a
+    rollout item (pytest's protocol makes three), and the terminal (-rA with captured output and logs),
+    the outcomes and the records are the same."""
+    runs = {}
+    for mode, off in (("lean", []), ("full", ["-p", "no:capevolve-protocol"])):
+        project = example("toy_calc", dest=mode)
+        projects.add_adapter(project, NOISY, "adapter.py:NoisyAdapter")
+        result = capevolve(project, "careful", extra=[*off, "-rA"])
+        assert result.ret == 0, result.stdout.str()
+        phases: dict[str, list[str]] = {}
+        for report in result.reprec.getreports("pytest_runtest_logreport"):  # type: ignore[attr-defined]
+            phases.setdefault(report.nodeid, []).append(report.when)
+        runs[mode] = (result, project, phases)
+    (lean, lean_project, lean_phases), (full, full_project, full_phases) = runs["lean"], runs["full"]
+    assert len(lean_phases) == len(full_phases) == 24
+    assert all(whens == ["call"] for whens in lean_phases.values())
+    assert all(whens == ["setup", "call", "teardown"] for whens in full_phases.values())
+    assert normalized(lean, "lean") == normalized(full, "full")
+    assert sum("Captured stdout call" in line for line in normalized(lean, "lean")) == 8
+    assert lean.parseoutcomes() == full.parseoutcomes()
+    assert projects.rollout_records(lean_project) == projects.rollout_records(full_project)
+
+
 SETUP_HOOK = """
 import os
 from pathlib import Path

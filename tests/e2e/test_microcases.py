@@ -290,10 +290,11 @@ def test_microcases_may_not_use_test_tasks(toy_calc_baseline, pytester, projects
     gated.stderr.fnmatch_lines(["*sealed test split*"])
 
 
-def test_gen_writes_a_skeleton_that_runs_once_filled_in(pytester, example, projects, capevolve, capsys):
+def test_gen_writes_a_skeleton_that_runs_once_filled_in(
+    pytester, toy_calc_baseline, projects, capevolve, capsys
+):
     """In process (microcases as items under xdist: test_every_check_kind_passes_and_fails_as_an_item)."""
-    project = example("toy_calc")
-    capevolve(project)
+    project = toy_calc_baseline
     records = {
         p: json.loads(p.read_text()) for p in (projects.run_dir(project) / "rollouts" / "val").glob("*.json")
     }

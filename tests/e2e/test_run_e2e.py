@@ -188,9 +188,8 @@ def test_a_changed_seed_in_a_run_names_a_new_run_and_a_new_run_measures_it(
     assert again.ret == 0, again.stderr.str()
 
 
-def test_rerun_evaluates_under_a_fresh_tag(example, projects, capevolve) -> None:
-    project = example("toy_calc")
-    capevolve(project)
+def test_rerun_evaluates_under_a_fresh_tag(toy_calc_baseline, projects, capevolve) -> None:
+    project = toy_calc_baseline
     result = capevolve(project, extra=["--capevolve-rerun"])
     assert result.ret == 0
     result.stdout.fnmatch_lines(["seed-r2 *12*", "rollouts: 12 paid, 12 reused*"])

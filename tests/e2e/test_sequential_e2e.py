@@ -243,11 +243,10 @@ def test_null_controls_accepted_too_often_raise_the_calibration_alarm(example, p
     assert message in (run_dir / "report.md").read_text()
 
 
-def test_a_calibrated_gate_raises_no_alarm(example, projects, capevolve, spend):
-    project = example("noisy_agent")
-    no_microcases(project)
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # the alarm counts decisions, not trials
-    result = capevolve(project, "improved", gate=True, extra=["--capevolve-null", "2"])
+def test_a_calibrated_gate_raises_no_alarm(improved_gated, spend):
+    """The gate of 'improved' at two trials (the alarm counts decisions, not trials) with the
+    spec's two null controls: the shared build (its microcases pass 'improved' before any rollout)."""
+    project, result = improved_gated
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["*null controls accepted 0 of 2 times over the run*"])
     calibration = spend(project)["calibration"]

@@ -6,7 +6,10 @@ import json
 import math
 from pathlib import Path
 
-from pytest_capevolve._store.log.sealed_summary import SUMMARY_NAME, SealedSummary
+import pytest
+
+from pytest_capevolve._store.log import sealed_summary
+from pytest_capevolve._store.log.sealed_summary import SUMMARY_NAME, SealedSummary, _decoded, _encoded
 from pytest_capevolve._store.rundir import RunDir
 
 ROWS = [
@@ -87,4 +90,38 @@ def test_no_line_after_it_or_no_line_at_all_serve_nothing(tmp_path: Path) -> Non
         (summary := SealedSummary(run.root, run.log)).write(ROWS, "v1", summary.stamps())
     lines = (run.root / "events.jsonl").read_text().splitlines(keepends=True)
     (run.root / "events.jsonl").write_text("".join(lines[:-1]))  # the line recording its hash, gone
+    assert _serves(run) is None
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        [1, 1.0, True, None] * 3,  # equal values of different types
+        [0.0, -0.0] + [1.0] * 8,  # the zeros' signs
+        [-0.0] * 8,
+        [0.0, None, 1.0] * 4,  # an infra error's reward among scores
+        [None, "timeout"] * 4,
+        ["val"] * 8,  # one value
+        [2**70] * 4 + [-(2**63), 2**63 - 1, 5],  # beyond 8 bytes
+        [0.1 * i for i in range(9)],
+        list(range(300)) * 4,  # more places than a byte holds
+    ],
+)
+def test_every_value_reads_back_as_written_whatever_its_column_packs_to(column: list) -> None:
+    """A column is packed (its distinct values and each row's place, or 8 bytes a number) and read back
+    to the same types and bits: a digest of a row hashes its repr."""
+    text = json.dumps(_encoded(column), allow_nan=False)
+    assert [(type(v), repr(v)) for v in _decoded(json.loads(text))] == [(type(v), repr(v)) for v in column]
+
+
+def test_a_summary_of_the_first_format_serves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Written by the code before (plain columns, format 1), sealed by its line: it serves nothing here,
+    and the next session that keeps the record seals one again (the full path once)."""
+    with monkeypatch.context() as old:
+        old.setattr(sealed_summary, "SUMMARY_FORMAT", 1)
+        old.setattr(sealed_summary, "_encoded", lambda column: column)
+        run = _written(tmp_path)
+        assert _serves(run) is not None  # as the code before read it
     assert _serves(run) is None

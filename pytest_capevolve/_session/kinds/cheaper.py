@@ -28,10 +28,9 @@ class ScreenKind:
         from ..subset_screen import ScreenRequest, ScreenSession, plan_screen
 
         refuse_pairwise(spec, "--capevolve-screen")
-        option = config.option
         candidate = candidate_requests(config, spec)[0]
         commit = commit_mode(config)
-        request = ScreenRequest(option.capevolve_screen)
+        request = ScreenRequest(config.option.capevolve_screen)
         planned, rundir, screens, persistence = plan_locked(
             config,
             spec,

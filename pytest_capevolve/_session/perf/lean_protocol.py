@@ -1,12 +1,14 @@
-"""A lean run protocol for rollout items: one phase run, three reports, the same hooks seen.
+"""A lean run protocol for rollout items: one phase run, its reports, the same outputs.
 
 pytest's ``runtestprotocol`` costs ~350 µs of CPU per item, more than a no-op rollout. A rollout item has
 nothing to set up or tear down, so setup and teardown are reported passed without running their hooks, and
 the call phase runs exactly as pytest runs it (every wrapper, ``--pdb``): whatever watches reports (terminal,
-junitxml, ``-x``, ``--lf``, xdist, persistence) sees the same three. Another plugin implementing a skipped
-hook, a non-rollout or marked item, ``--setup-only``/``-show``/``-plan`` or ``-p no:capevolve-protocol``
-take pytest's protocol, with the same output (tests/e2e/test_lean_protocol.py). In every process that runs
-rollout items."""
+junitxml, ``-x``, ``--lf``, xdist, persistence) sees the same three. Where only plugins that read nothing
+of a passed setup or teardown watch (:data:`CALL_WATCHERS`: no junitxml, no xdist worker, no
+``--durations``), those two reports are not made (~12 % of a no-op rollout's CPU): the call's is the one
+they read. Another plugin implementing a skipped hook, a non-rollout or marked item,
+``--setup-only``/``-show``/``-plan`` or ``-p no:capevolve-protocol`` take pytest's protocol, with the
+same output (tests/e2e/test_lean_protocol.py). In every process that runs rollout items."""
 
 from __future__ import annotations
 
@@ -65,7 +67,15 @@ class LeanProtocol:
         option = config.option
         self.full = any(getattr(option, name, False) for name in ("setuponly", "setupshow", "setupplan"))
         self._marked = MarkedItems()
-        self._lean_hooks: dict[int, bool] = {}  # id(hook proxy) -> only_known_implementations
+        # id(hook proxy) -> (only_known_implementations, whether a passed setup/teardown is watched)
+        self._lean_hooks: dict[int, tuple[bool, bool]] = {}
+        # what reads passed setup and teardown reports whoever else watches: an xdist worker forwards
+        # them (its controller's plugins see them), --durations lists them, the "times" progress sums them
+        self.phases_read = (
+            hasattr(config, "workerinput")
+            or config.getoption("durations", None) is not None
+            or str(config.getini("console_output_style")).startswith("times")
+        )
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
@@ -74,15 +84,19 @@ class LeanProtocol:
         ihook = item.ihook
         lean = self._lean_hooks.get(id(ihook))
         if lean is None:
-            lean = self._lean_hooks[id(ihook)] = only_known_implementations(ihook)
-        if not lean:
+            watched = self.phases_read or not only_call_watchers(ihook)
+            lean = self._lean_hooks[id(ihook)] = (only_known_implementations(ihook), watched)
+        if not lean[0]:
             return None
+        phases = lean[1]
         nodeid, location = item.nodeid, item.location
         keywords = dict.fromkeys(item.keywords, 1)  # as each report would compute it: once here
         ihook.pytest_runtest_logstart(nodeid=nodeid, location=location)
-        ihook.pytest_runtest_logreport(report=_passed(item, "setup", keywords.copy()))
-        self._call(item, ihook, keywords.copy())
-        ihook.pytest_runtest_logreport(report=_passed(item, "teardown", keywords))
+        if phases:
+            ihook.pytest_runtest_logreport(report=_passed(item, "setup", keywords.copy()))
+        self._call(item, ihook, keywords.copy() if phases else keywords)
+        if phases:
+            ihook.pytest_runtest_logreport(report=_passed(item, "teardown", keywords))
         os.environ.pop(CURRENT_TEST, None)  # as pytest's teardown does
         ihook.pytest_runtest_logfinish(nodeid=nodeid, location=location)
         return True
@@ -126,6 +140,21 @@ def only_known_implementations(ihook: Any) -> bool:
     """Do only :data:`KNOWN_PLUGINS` implement the hooks the lean protocol skips (else pytest's protocol)?"""
     hooks = [getattr(ihook, name) for name in SKIPPED_HOOKS]
     return all(impl.plugin_name in KNOWN_PLUGINS for hook in hooks for impl in hook.get_hookimpls())
+
+
+# The plugins whose ``pytest_runtest_logreport`` does nothing with a passed setup or teardown report of
+# a rollout item: pytest's terminal (it files one under its stats' "" key, which only --durations, the
+# "times" progress and -rP's teardown sections read: a lean teardown has none), logging, session, --lf,
+# --sw and progress plugins, and ours (they read call reports). With only these, such a report is not made.
+CALL_WATCHERS = frozenset(
+    {"terminalreporter", "logging-plugin", "session", "lfplugin", "stepwiseplugin", "terminalprogress-plugin"}
+    | {"capevolve-persistence", "capevolve-retention", "capevolve-reporter", "capevolve-sequential"}
+)
+
+
+def only_call_watchers(ihook: Any) -> bool:
+    """Do only :data:`CALL_WATCHERS` watch reports (else a rollout's setup and teardown are reported too)?"""
+    return all(impl.plugin_name in CALL_WATCHERS for impl in ihook.pytest_runtest_logreport.get_hookimpls())
 
 
 # pytest ≥ 9 builds a report from the item's structured id (``nodeid`` is its string form)

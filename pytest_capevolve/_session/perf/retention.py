@@ -97,6 +97,7 @@ class Retention:
                     if key in stash:
                         del stash[key]
                 item.shed()
+                self._earlier.pop(item.nodeid, None)  # a lean call's report, no teardown after it
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: after every plugin saw the report
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Iterator[None]:

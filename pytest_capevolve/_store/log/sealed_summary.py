@@ -34,7 +34,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import sys
+from array import array
+from binascii import a2b_base64, b2a_base64
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -45,7 +49,7 @@ from .events import EventLog
 from .outcome_ledger import rollout_view
 
 SUMMARY_NAME = "rollouts.summary.json"
-SUMMARY_FORMAT = 1
+SUMMARY_FORMAT = 2  # 2: columns packed (1, plain JSON lists, serves nothing: the full path once)
 SUMMARIZED_SPLITS = ("train", "val")  # test is in no index: read only through the seal
 Row = tuple[Any, ...]
 
@@ -122,7 +126,7 @@ class SealedSummary:
             columns = [_decoded(column) for column in found["columns"]]
             rows = list(zip(*columns, strict=True)) if columns else []
             screens = frozenset(str(key) for key in found.get("screens", []))
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError):
             return None
         if len(rows) != line.get("rollouts") or set(folders) != set(SUMMARIZED_SPLITS):
             return None
@@ -175,19 +179,51 @@ class SealedSummary:
         self.log.append_event(SESSION_LEFT, checkpoint=self.log.last_seq())
 
 
-def _encoded(column: list[Any]) -> list[Any] | dict[str, list[Any]]:
-    """A column of few distinct strings (split, tag, candidate hash, run id) as those strings and
-    each row's place among them; any other column as it is (numbers kept exactly: never keyed, so
-    ``-0.0`` stays ``-0.0``)."""
-    values = list(dict.fromkeys(column))
-    if len(values) * 4 > len(column) or not all(type(value) is str for value in values):
-        return column
-    at = {value: i for i, value in enumerate(values)}
-    return {"of": values, "at": [at[value] for value in column]}
+def _encoded(column: list[Any]) -> list[Any] | dict[str, Any]:
+    """A column as a reader decodes it fastest, every value exactly as written: few distinct values
+    of one kind (or None) as those values and each row's place among them; whole numbers, or finite
+    floats, as 8 bytes each (a float's bits: ``-0.0`` stays ``-0.0``); anything else (file names) as
+    it is. Packed numbers are little-endian bytes in base64, ``{typecode: text}``."""
+    # equal values share a key (1 and 1.0, 0.0 and -0.0): told apart below
+    at: dict[Any, Any] = dict.fromkeys(column)
+    kinds = set(map(type, column)) - {type(None)}
+    if len(at) * 4 <= len(column) and len(kinds) <= 1 and kinds <= {str, int, float}:
+        if kinds != {float} or not any(math.copysign(1.0, v) < 0 for v in column if v == 0):
+            for i, value in enumerate(at):
+                at[value] = i
+            places = array("B" if len(at) <= 256 else "I", map(at.__getitem__, column))
+            return {"of": list(at), "at": _packed(places)}
+    if column and all(type(value) is int and -(2**63) <= value < 2**63 for value in column):
+        return {"packed": _packed(array("q", column))}
+    if column and all(type(value) is float for value in column) and all(map(math.isfinite, column)):
+        return {"packed": _packed(array("d", column))}
+    return column  # a float that is not finite: refused by the JSON, as it always was
 
 
 def _decoded(column: Any) -> list[Any]:
     if isinstance(column, list):
         return column
-    values = column["of"]
-    return [values[i] for i in column["at"]]
+    if "of" in column:
+        values, places = column["of"], _unpacked(column["at"], "BI")
+        if len(values) == 1 and places.count(0) == len(places):  # one value (a split, a run id)
+            return [values[0]] * len(places)
+        return list(map(values.__getitem__, places))
+    return _unpacked(column["packed"], "qd").tolist()
+
+
+def _packed(values: array[Any]) -> dict[str, str]:
+    if sys.byteorder == "big":
+        values = array(values.typecode, values)
+        values.byteswap()
+    return {values.typecode: b2a_base64(values.tobytes(), newline=False).decode("ascii")}
+
+
+def _unpacked(packed: dict[str, str], codes: str) -> array[Any]:
+    ((code, text),) = packed.items()
+    if code not in codes:
+        raise ValueError(f"a packed column of {code!r}")
+    values = array(code)
+    values.frombytes(a2b_base64(text))
+    if sys.byteorder == "big":
+        values.byteswap()
+    return values
