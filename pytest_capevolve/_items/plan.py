@@ -126,6 +126,12 @@ class EvalPlan:
         self._owed = (keys, self.persisted, self.awaited, (len(self.persisted), len(self.awaited)), owed)
         return list(owed)
 
+    def owes_nothing(self) -> None:
+        """Planning found every key persisted or awaited (sets of :meth:`all_keys` that together hold as many
+        keys as it has distinct ones): :meth:`owed_keys` is empty, known without looking each key up."""
+        counts = (len(self.persisted), len(self.awaited))
+        self._owed = (self.all_keys(), self.persisted, self.awaited, counts, [])
+
     def to_wire(self) -> dict[str, Any]:
         data = asdict(replace(self, _keys=None, _owed=None))
         del data["_keys"], data["_owed"]

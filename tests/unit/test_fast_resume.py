@@ -230,6 +230,19 @@ def test_all_keys_are_every_cell_in_item_order_task_then_trial_then_candidate(
     assert [k.task_id for k in keys] == [k[1] for k in expected]
 
 
+def test_owing_nothing_holds_only_for_the_sets_it_was_said_of() -> None:
+    """build_plan says a plan owes nothing when its persisted and awaited keys cover all of its keys; that
+    answer is the lookup's, and a plan whose sets are replaced afterwards is looked up again."""
+    plan = _plan(["a", "b", "a"], ["x", "y"], 2)  # a task listed twice: its keys twice, owed once each
+    every = plan.all_keys()
+    plan.persisted, plan.awaited = set(every[:6]), set(every[6:8])
+    assert len(plan.persisted) + len(plan.awaited) == len(set(every))
+    plan.owes_nothing()
+    assert plan.owed_keys() == [] == [k for k in every if k not in plan.persisted | plan.awaited]
+    plan.persisted = set(every[1:6])  # replaced: owed is looked up again
+    assert plan.owed_keys() == [every[0], every[8]]
+
+
 def test_reused_counts_a_key_persisted_and_awaited_once() -> None:
     """summarize's reused column counts the union of persisted and awaited, built or not."""
     plan = _plan(["a", "b"], ["x", "y"], 2)
