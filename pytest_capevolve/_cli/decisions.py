@@ -47,7 +47,7 @@ def _frozen_run(args: argparse.Namespace) -> tuple[Spec, RunDir]:
 def cmd_gate(args: argparse.Namespace) -> int:
     """Re-derive a verdict from persisted val rollouts; pays no rollout."""
     from .._decide.alpha_budget import shown_decision
-    from .._policy.gate.regate import GateAsk, regate
+    from .._policy.gate.regate import GateAsk, regate, unjudged
     from .._show.report import render_verdicts
 
     spec, rundir = _frozen_run(args)
@@ -63,6 +63,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
         emit(args, answer, lambda _: [what_if["line"], *render_verdicts([shown])])
         return exitcodes.WHAT_IF
     emit(args, verdict.to_dict(), lambda _: render_verdicts([verdict]))
+    if (cut_off := unjudged(rundir, verdict)) is not None:
+        print(cut_off, file=sys.stderr)
     looks = (verdict.details or {}).get("looks")
     return exitcodes.for_decisions(
         [shown_decision(verdict.decision, verdict.basis, verdict.delta_mean, looks)]

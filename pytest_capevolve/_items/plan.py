@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from functools import partial
+from itertools import chain, repeat
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -95,14 +96,17 @@ class EvalPlan:
         tasks = self.order or self.task_ids
         shape = (tuple(tasks), self.first_trial, self.num_trials, tuple(c.tag for c in self.candidates))
         if self._keys is None or self._keys[0] != shape:
-            split = self.split
             cells = [
                 (cand.tag, trial)
                 for trial in range(shape[1], shape[1] + shape[2])
                 for cand in self.candidates
             ]
-            plain = [(split, task_id, tag, trial) for task_id in tasks for tag, trial in cells]
-            self._keys = (shape, list(map(_as_key, plain)))  # made as tuples: a third of the time
+            # as columns zipped in C, each row made a RolloutKey at once (zip reuses its own tuple):
+            # the same keys in the same order, no plain tuple kept per key
+            width = len(cells)
+            tags, trials = [tag for tag, _ in cells] * len(tasks), [trial for _, trial in cells] * len(tasks)
+            task_column = list(chain.from_iterable(map(repeat, tasks, repeat(width))))
+            self._keys = (shape, list(map(_as_key, zip(repeat(self.split), task_column, tags, trials))))
         return self._keys[1]
 
     def owed_keys(self) -> list[RolloutKey]:
@@ -117,10 +121,16 @@ class EvalPlan:
             and cached[3] == (len(self.persisted), len(self.awaited))
         ):
             return list(cached[4])
-        skip = self.persisted | self.awaited
+        skip = self.persisted | self.awaited if self.awaited else self.persisted  # read, never changed
         owed = [k for k in keys if k not in skip] if skip else list(keys)
         self._owed = (keys, self.persisted, self.awaited, (len(self.persisted), len(self.awaited)), owed)
         return list(owed)
+
+    def owes_nothing(self) -> None:
+        """Planning found every key persisted or awaited (sets of :meth:`all_keys` that together hold as many
+        keys as it has distinct ones): :meth:`owed_keys` is empty, known without looking each key up."""
+        counts = (len(self.persisted), len(self.awaited))
+        self._owed = (self.all_keys(), self.persisted, self.awaited, counts, [])
 
     def to_wire(self) -> dict[str, Any]:
         data = asdict(replace(self, _keys=None, _owed=None))

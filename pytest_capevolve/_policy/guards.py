@@ -63,7 +63,9 @@ FINALIZED = Guard(
         Checkpoint.WORK: f"{NEW_RUN[:-1]}, or capevolve hill-climb --new-run)",
         Checkpoint.COMMIT: (
             "gate its folder in a new run (pytest --capevolve-run PROJECT --capevolve-candidate "
-            "CANDIDATE_FOLDER --capevolve-gate --capevolve-new-run); its val and test are scored afresh there"
+            "CANDIDATE_FOLDER --capevolve-gate --capevolve-new-run); its val is scored afresh there, "
+            "its test only if the spec's split_ids_file leaves out the test tasks this run scored "
+            "(set before it starts)"
         ),
     },
 )

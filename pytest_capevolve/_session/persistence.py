@@ -11,6 +11,7 @@ import json
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -349,7 +350,10 @@ def summarize(plan: EvalPlan, outcomes: ByTag | Outcomes, tally: Tally, *, again
     """The per-tag rows and the planned rollouts still missing, from what is persisted (a resume's 60,000
     read as columns); the exit code says whether the session produced everything it owed."""
     columns = outcomes if isinstance(outcomes, Outcomes) else Outcomes.of_arms(outcomes)
-    reused_by_tag = Counter(map(itemgetter(2), plan.persisted | plan.awaited))
+    # the two as one set's members, without building that set (awaited is disjoint from persisted when
+    # planned: its difference is then itself, and empty on a resume)
+    reused = chain(plan.persisted, plan.awaited - plan.persisted if plan.awaited else ())
+    reused_by_tag = Counter(map(itemgetter(2), reused))
     arrays = {c.tag: columns.arm_arrays(c.tag, plan.task_ids, plan.num_trials) for c in plan.candidates}
     rows = [
         arm_summary(

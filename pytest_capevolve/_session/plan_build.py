@@ -69,6 +69,8 @@ def build_plan(
     # only this plan's keys: a best grown to more trials reuses num_trials of them here, not all
     plan.persisted = wanted.intersection(done)
     plan.awaited = wanted.intersection(claimed) - plan.persisted
+    if len(plan.persisted) + len(plan.awaited) == len(wanted):  # two disjoint subsets of it: all of it
+        plan.owes_nothing()
     owed = len(plan.owed_keys())
     headroom = check_ceilings(
         spec, rundir, owed, decisions=decisions, pending=len(claimed), finalizing=split == TEST_SPLIT

@@ -92,10 +92,11 @@ def _inputs(spec: Spec, rundir: RunDir) -> dict[str, Any]:
     state.pop("spent_through", None)
     best = str(state.get("best_id", SEED_TAG))
     splits = rundir.splits() or {}
-    if splits.get("val"):  # checked against the files (rows: no records made)
-        rundir.rollouts.indexed_rows("val")
+    # checked against the files (as columns: no record made, and no row while the sealed summary serves)
+    if splits.get("val"):
+        rundir.rollouts.indexed_columns("val")
     if splits.get("train"):
-        rundir.rollouts.indexed_rows("train", {SEED_TAG, best})
+        rundir.rollouts.indexed_columns("train", {SEED_TAG, best})
     files = [
         rundir.splits_path,
         rundir.spec_lock_path,

@@ -491,7 +491,10 @@ def test_gate_and_commit_refuse_a_garbled_run_file_in_one_line(example, projects
     or ``candidate.json`` (a session refused them), and a verdict file holding a JSON list
     ended in a TypeError traceback."""
     project = noisy(example, projects)
-    gated = capevolve(project, "improved", gate=True, extra=["--capevolve-commit", "none"])
+    # no null controls: what is garbled and refused is the run's own files, improved's verdict
+    # among them (two copies of the seed paid 80 rollouts no assertion reads)
+    no_nulls = ["--capevolve-null", "0"]
+    gated = capevolve(project, "improved", gate=True, extra=["--capevolve-commit", "none", *no_nulls])
     assert gated.ret in (0, 10), gated.stdout.str()[-2000:]
     run = projects.run_dir(project)
     for case, (rel, data, expected) in CLI_GARBLED.items():

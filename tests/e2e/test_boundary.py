@@ -100,7 +100,9 @@ def closing_line(category):
 @pytest.fixture
 def noisy(example, projects) -> Path:
     project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # 80 rollouts a tag
+    # one trial, 40 rollouts a tag: what the tests ask (every attempt refused in every rollout,
+    # the label in every view) holds at any n; the decision is no power's
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
     shutil.rmtree(project / "microcases")  # the screen would refuse the candidate before any rollout
     (project / "data").mkdir()
     (project / "data" / "gold.json").write_text(json.dumps({"answer": GOLD_SECRET}))
@@ -200,7 +202,7 @@ def test_confined_candidate_code_cannot_forge_the_log_plant_a_conftest_read_gold
     # the session was not killed: it ran to its verdict, and the no-op was not accepted
     assert result.ret in (0, 10), result.stdout.str()
     records = [r for k, r in projects.rollout_records(noisy).items() if k[2] == "attacker"]
-    assert len(records) == 80 and all(r["infra_error"] is None for r in records)
+    assert len(records) == 40 and all(r["infra_error"] is None for r in records)
     replies = {r["trace"]["reply"].split(" | ", 1)[1] for r in records}
     # each attempt failed inside the candidate's own process, with the kernel's refusal
     assert replies == {"capevolve:refused log:refused plant:refused kill:refused gold:refused"}

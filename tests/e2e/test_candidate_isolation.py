@@ -102,7 +102,9 @@ def no_op_candidate(project: Path, name: str, attack: str) -> Path:
 @pytest.fixture
 def noisy(example, projects) -> Path:
     project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 2")  # 80 rollouts a tag
+    # one trial, 40 rollouts a tag: what each test asks is the candidate's own records, verdict and
+    # exit (a no-op is rejected at one trial as at two), not a power
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
     projects.writable(project, "observed")  # where candidate code leaves what the tests read
     return project
 
@@ -111,6 +113,7 @@ def noisy(example, projects) -> Path:
 # that candidate's records, verdict and exit; two copies of the seed paid 160 rollouts no
 # assertion reads (the noise floor's tests are test_gate_e2e.py's).
 NO_NULLS = ["--capevolve-null", "0"]
+VAL_TASKS = 40  # one trial each (:func:`noisy`)
 
 
 def candidate_records(projects, project: Path, tag: str) -> list[dict]:
@@ -136,7 +139,7 @@ def test_candidate_code_that_rewrites_the_scorer_changes_no_reward(
     no_op_candidate(noisy, "rewrite", REWRITE_SCORER)
     result = capevolve(noisy, "rewrite", gate=True, extra=[*xdist, *NO_NULLS])
     records = candidate_records(projects, noisy, "rewrite")
-    assert len(records) == 80
+    assert len(records) == VAL_TASKS
     # every reward is the project's scorer's, in the session's process: 1 only for "resolved"
     assert all(r["reward"] == (1.0 if r["output"] == "resolved" else 0.0) for r in records)
     assert not any(r["feedback"] == "patched" for r in records)
@@ -163,7 +166,7 @@ def test_candidate_code_that_exits_its_process_loses_one_rollout_not_the_session
     assert marker.exists()
     records = candidate_records(projects, noisy, "quitter")
     lost = [r for r in records if r["feedback"].startswith("candidate failure: ")]
-    assert len(records) == 80 and len(lost) >= 1  # at K = 4 the child's other rollouts go too
+    assert len(records) == VAL_TASKS and len(lost) >= 1  # at K = 4 the child's other rollouts go too
     # the candidate's failure (issue 37): a 0 labelled with the death, never missing data
     assert all("sandbox process" in r["feedback"] and r["reward"] == 0.0 for r in lost)
     assert all(
@@ -193,7 +196,7 @@ def test_a_base_exception_from_candidate_code_is_an_infra_error_in_flight(noisy,
     no_op_candidate(noisy, "escape", BASE_EXCEPTION)
     result = capevolve(noisy, "escape", gate=True, extra=["--capevolve-concurrency", "4", *NO_NULLS])
     records = candidate_records(projects, noisy, "escape")
-    assert len(records) == 80
+    assert len(records) == VAL_TASKS
     assert all(r["reward"] is None and "_Escape" in r["infra_error"] for r in records)
     assert verdict(projects, noisy, "escape")["decision"] == "indecisive"  # no coverage
     assert result.ret == 12, result.stdout.str()  # incomplete: infra errors (and no hang)
@@ -221,7 +224,7 @@ def test_a_hung_candidate_deaf_to_its_deadline_is_killed_and_the_session_goes_on
     assert marker.exists()
     records = candidate_records(projects, noisy, "deaf")
     killed = [r for r in records if r["feedback"].startswith("candidate failure: ")]
-    assert len(records) == 80 and len(killed) == 1 and killed[0]["reward"] == 0.0
+    assert len(records) == VAL_TASKS and len(killed) == 1 and killed[0]["reward"] == 0.0
     assert "did not answer" in killed[0]["feedback"] and "killed" in killed[0]["feedback"]
     assert verdict(projects, noisy, "deaf")["decision"] != "accept"
     assert result.ret == 10, result.stdout.str()  # the session went on to its verdict

@@ -168,9 +168,11 @@ def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolv
     assert rejected[1]["basis"] == "micro_test_fail" and rejected[0]["changed_files"] == []
     # another tag's way on is a whole command (`commit` requires --decision, a reject its basis), and it runs
     code, _, err = run_cli(capsys, "commit", "worse", "--project", str(project), "--decision", "reject")
-    assert code == 2 and "`capevolve commit worse --decision reject --reject-basis gate --force`" in err
-    way_on = err.split("`")[-2].split()[1:]
-    code, repaired, _ = run_cli(capsys, *way_on, "--project", str(project))
+    # the project and the run named in it: pasted from any folder, after a newer run began, it runs
+    assert code == 2 and "`capevolve commit worse " in err, err
+    assert f" --run-id {rundir.name} --decision reject --reject-basis gate --force`" in err, err
+    way_on = shlex.split(err.split("`")[-2])[1:]
+    code, repaired, _ = run_cli(capsys, *way_on)
     assert code == 0 and repaired["decision"] == "reject" and repaired["repairs"] is not None
 
 

@@ -252,7 +252,10 @@ def test_a_failing_microcase_rejects_before_any_rollout(example, projects, capev
     shutil.copytree(project / "candidates" / "improved", broken)
     reply = broken / "tools" / "reply.py"
     reply.write_text(reply.read_text().replace('"refund": "Your refund is on its way."', '"refund": "Done."'))
-    result = capevolve(project, "regressed", "broken-tool", "improved", gate=True)
+    # no null controls: the screens' verdicts and improved's accept are asked, not the noise floor
+    # (two copies of the seed paid 160 rollouts no assertion reads)
+    no_nulls = ["--capevolve-null", "0"]
+    result = capevolve(project, "regressed", "broken-tool", "improved", gate=True, extra=no_nulls)
     assert result.ret == 10, result.stdout.str()
     result.stdout.fnmatch_lines(
         [

@@ -47,7 +47,10 @@ def test_a_candidate_editing_the_scorer_is_indecisive_and_pays_nothing(
     project_with_scorer_in_capability, projects, capevolve, rollout_tags, xdist_args
 ):
     project = project_with_scorer_in_capability
-    result = capevolve(project, "improved", "lenient", gate=True, extra=xdist_args)
+    # no null controls: what is asked is the tampered candidate's verdict, and that the honest one
+    # beside it is judged and booked (two copies of the seed paid 160 rollouts no assertion reads)
+    nulls = ["--capevolve-null", "0"]
+    result = capevolve(project, "improved", "lenient", gate=True, extra=[*xdist_args, *nulls])
     assert result.ret == 11, result.stdout.str()
     result.stdout.fnmatch_lines(["*lenient*INDECISIVE*never scored*scorer.py (changed)*"])
     rundir = projects.run_dir(project)

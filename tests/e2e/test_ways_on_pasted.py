@@ -385,3 +385,49 @@ def test_a_scorer_that_raised_names_the_new_run_that_measures_its_fix(example, p
     fixed = pytester.runpytest(*_pasted(text, "measure it in a new run: "))
     assert fixed.ret == 0, fixed.stdout.str()[-3000:]
     assert " infra" not in fixed.stdout.lines[-1]  # every rollout scored, in the new run
+
+
+def test_a_repeat_commit_in_an_older_run_names_the_repair_of_that_run_in_that_project(
+    noop_gated, projects, capevolve, capsys
+):
+    project = noop_gated  # 'noop' gated (rejected), not booked
+    first = projects.run_dir(project)
+    assert (
+        run(capsys, "commit", "noop", str(project), "--decision", "reject", "--reject-basis", "gate")[0] == 0
+    )
+    assert capevolve(project, extra=["--capevolve-new-run"]).ret == 0  # the newest run is now another
+
+    code, _, err = run(capsys, "commit", "noop", str(project), "--run-id", first.name, "--decision", "accept")
+
+    # before: "repair the record with `capevolve commit noop --decision accept --force`": pasted, in
+    # the newest run (or from any folder but the project's), "unknown tag 'noop'"
+    assert code == 2 and "repair the record with `capevolve commit noop " in err, err
+    pasted = shlex.split(err.split("repair the record with `", 1)[1].split("`")[0])
+    assert pasted[0] == "capevolve", pasted
+    code, _, err = run(capsys, *pasted[1:])
+    assert code == 0, err
+    decisions = [json.loads(line) for line in (first / "events.jsonl").read_text().splitlines()]
+    repair = [e for e in decisions if e.get("kind") == "decision"][-1]
+    assert (repair["tag"], repair["decision"], repair["forced"]) == ("noop", "accept", True), repair
+
+
+def test_capevolve_gate_of_a_tag_whose_session_was_cut_off_says_it_is_no_verdict_and_the_gate_that_judges_it(
+    toy_calc_baseline, projects, capevolve, capsys, pytester
+):
+    """A gate session interrupted before it judged (Ctrl-C, kill -9) leaves the candidate's val rollouts
+    incomplete; `capevolve gate TAG` then answered INDECISIVE "paired coverage …: could not judge" (exit
+    11), with nothing saying that no session had judged it or how to finish it."""
+    project = toy_calc_baseline  # the seed's val rollouts; 'careful' never evaluated
+    task = split_ids(project, "val")[0]
+    one = capevolve(project, "careful", extra=[f"val::{task}[careful-t0]"])  # one rollout, as if cut off
+    assert "rollouts: 1 paid" in one.stdout.str(), one.stdout.str()[-2000:]
+
+    code, out, err = run(capsys, "gate", "careful", str(project))
+
+    assert code == 11 and "INDECISIVE" in out, out + err
+    assert "no session has judged 'careful'" in err, err
+    pasted = shlex.split(err.split("pays only the missing rollouts and judges it: `", 1)[1].split("`")[0])
+    assert pasted[0] == "pytest" and "CANDIDATE_FOLDER" not in pasted, pasted
+    gated = pytester.runpytest(*pasted[1:], "-p", "no:cacheprovider")
+    assert gated.ret == 0 and "reused" in gated.stdout.str(), gated.stdout.str()[-3000:]
+    assert run(capsys, "gate", "careful", str(project))[0] == 0

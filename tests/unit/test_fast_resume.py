@@ -203,6 +203,61 @@ def test_owed_keys_follow_the_sets_they_were_worked_out_from() -> None:
     assert EvalPlan.from_wire(plan.to_wire()).owed_keys() == every[1:-1]
 
 
+@given(
+    tasks=st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=1, max_size=6),
+    tags=st.lists(st.sampled_from(["x", "y", "z"]), min_size=1, max_size=3, unique=True),
+    trials=st.integers(1, 3),
+    block=st.integers(0, 2),
+    ordered=st.booleans(),
+)
+def test_all_keys_are_every_cell_in_item_order_task_then_trial_then_candidate(
+    tasks: list[str], tags: list[str], trials: int, block: int, ordered: bool
+) -> None:
+    """The keys made as zipped columns are the nested comprehension's, one RolloutKey each (a task listed
+    twice, the sequential order, a replicate block's trials too)."""
+    plan = _plan(tasks, tags, trials, block)
+    if ordered:
+        plan.order = list(reversed(tasks))
+    low = first_trial(block)
+    expected = [
+        ("val", task, tag, k)
+        for task in plan.order or tasks
+        for k in range(low, low + trials)
+        for tag in tags
+    ]
+    keys = plan.all_keys()
+    assert keys == expected and {type(k) for k in keys} == {RolloutKey}
+    assert [k.task_id for k in keys] == [k[1] for k in expected]
+
+
+def test_owing_nothing_holds_only_for_the_sets_it_was_said_of() -> None:
+    """build_plan says a plan owes nothing when its persisted and awaited keys cover all of its keys; that
+    answer is the lookup's, and a plan whose sets are replaced afterwards is looked up again."""
+    plan = _plan(["a", "b", "a"], ["x", "y"], 2)  # a task listed twice: its keys twice, owed once each
+    every = plan.all_keys()
+    plan.persisted, plan.awaited = set(every[:6]), set(every[6:8])
+    assert len(plan.persisted) + len(plan.awaited) == len(set(every))
+    plan.owes_nothing()
+    assert plan.owed_keys() == [] == [k for k in every if k not in plan.persisted | plan.awaited]
+    plan.persisted = set(every[1:6])  # replaced: owed is looked up again
+    assert plan.owed_keys() == [every[0], every[8]]
+
+
+def test_reused_counts_a_key_persisted_and_awaited_once() -> None:
+    """summarize's reused column counts the union of persisted and awaited, built or not."""
+    plan = _plan(["a", "b"], ["x", "y"], 2)
+    every = plan.all_keys()
+    plan.persisted = set(every[:5])
+    plan.awaited = set(every[3:7])  # two keys in both: each still one reused rollout
+    outcome = summarize(plan, Outcomes.of_arms({}), Tally(), against="x")
+    union = plan.persisted | plan.awaited
+    assert (
+        [row.reused for row in outcome.rows]
+        == [sum(k.tag == tag for k in union) for tag in ("x", "y")]
+        == [4, 3]
+    )
+
+
 def test_a_plan_from_another_package_version_defaults_what_it_lacks_and_refuses_what_it_does_not_know() -> (
     None
 ):

@@ -78,6 +78,10 @@ def test_the_ways_on_name_the_command_of_their_checkpoint() -> None:
     assert "--capevolve-new-run" in way_on(Checkpoint.SESSION) and "merge" in way_on(Checkpoint.MERGE)
     # a commit's: the candidate's folder, named as what it is (it said `--capevolve-candidate DIR`)
     assert "--capevolve-candidate CANDIDATE_FOLDER --capevolve-gate" in way_on(Checkpoint.COMMIT)
+    # a new run draws the same test tasks (the same split_seed): the project's seal refuses their second
+    # scoring as held out. It said "its val and test are scored afresh there"
+    assert "test are scored afresh" not in way_on(Checkpoint.COMMIT)
+    assert "split_ids_file leaves out the test tasks this run scored" in way_on(Checkpoint.COMMIT)
 
 
 def test_a_run_still_sealed_is_not_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -43,6 +43,8 @@ def test_a_new_rollout_file_a_kill_tore_is_quarantined_and_owed_again(
     assert _keys(reader) == {("val", "task-0", "seed", 0): 1.0}  # owed again, never read as a result
     assert not path.exists()
     assert len(list((run.root / "rollouts" / ".quarantine" / "val").iterdir())) == 1
+    if kept == "nothing":  # the notice says what a user's Ctrl-C did, not "not JSON"
+        assert any("empty: a write cut off" in notice for notice in reader.rollouts.notices)
     reader.rollouts.record_rollout(torn)  # paid again: written under its name, its event after it
     assert _keys(RunDir(run.root)) == {("val", "task-0", "seed", 0): 1.0, ("val", "task-1", "seed", 0): 0.5}
     assert path.read_text() == text

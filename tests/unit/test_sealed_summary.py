@@ -125,3 +125,62 @@ def test_a_summary_of_the_first_format_serves_nothing(
         run = _written(tmp_path)
         assert _serves(run) is not None  # as the code before read it
     assert _serves(run) is None
+
+
+MIXED = [
+    (split, tag, f"t{i}", trial, *ROWS[0][4:13], f"{split}-{tag}-t{i}-{trial}.json", 9, 1)
+    for i in range(3)
+    for split in ("train", "val")
+    for tag in ("seed", "cand")
+    for trial in (0, 1, 1_000_001)  # 1_000_001: a trial of replicate block 1
+]
+
+
+def test_columns_asked_of_it_are_the_rows_it_serves_kept_by_split_tags_and_block(tmp_path: Path) -> None:
+    """indexed_columns from the summary's own columns (no row made) keeps exactly the rows, in their
+    order and with their values, that the rows path keeps: split, then tags, then the block's trials."""
+    from pytest_capevolve._project.blocks import first_trial
+    from pytest_capevolve._store.rollouts.index import _AT, Columns
+
+    run = RunDir(tmp_path / "run")
+    for split in ("train", "val"):
+        (run.root / "rollouts" / split).mkdir(parents=True)
+    run.log.append_event("session_left", checkpoint=0)
+    with run.lock():
+        (summary := SealedSummary(run.root, run.log)).write(MIXED, "v1", summary.stamps())
+    files = RunDir(run.root).rollouts
+    assert first_trial(1) <= 1_000_001 < first_trial(2)
+    for split in ("train", "val"):
+        for tags in (None, {"seed"}, {"seed", "cand"}, {"cand", "other"}, set()):
+            for block in (0, 1, None):
+                low, high = (0, 10**12) if block is None else (first_trial(block), first_trial(block + 1))
+                kept = [
+                    row
+                    for row in MIXED
+                    if row[0] == split and (tags is None or row[1] in tags) and low <= row[3] < high
+                ]
+                columns = files.indexed_columns(split, tags, block)
+                assert files.summary.columns() is not None  # served by the summary, not the index
+                assert len(columns) == len(kept) and columns.rows == kept
+                assert all(columns[name] == Columns(kept)[name] for name in _AT)
+                assert files.indexed_columns(split, tags, block) is columns  # made once per ask
+
+
+@pytest.mark.parametrize("short", [0, 4, 15])
+def test_a_column_one_value_short_serves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, short: int
+) -> None:
+    """Every column holds a value a row, as many rows as its line says; written otherwise (and sealed by
+    its line all the same), it serves nothing: no row is read from a column too short."""
+    encoded = sealed_summary._encoded
+    made: list[int] = []
+
+    def one_short(column: list) -> object:
+        made.append(1)
+        return encoded(column[:-1] if len(made) - 1 == short else column)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(sealed_summary, "_encoded", one_short)
+        run = _written(tmp_path)
+    assert _serves(run) is None
+    assert SealedSummary(run.root, run.log).columns() is None

@@ -6,6 +6,7 @@ refuted), views of the log's ``decision`` events."""
 
 from __future__ import annotations
 
+import shlex
 import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 from ..._engine import confinement
 from ..._project.candidate import SEED_TAG, CandidateError, bounded, changed_files, unified_diff
 from ..._project.spec import Spec
-from ..._project.way_on import pasteable
+from ..._project.way_on import pasteable, shown
 from ..._show.numbers import num
 from ..._store.decisions.state_tally import short
 from ..._store.log.event_kinds import (
@@ -63,8 +64,10 @@ def book(
         refuse_unknown(rundir, tag, verdict)
         first = _standing_decision(rundir, tag)
         if first is not None and (not force or tag == best):  # a repair would leave the best in place
-            repair = (
-                f"repair the record with `capevolve commit {tag} --decision {decision}"
+            repair = (  # this run of this project, whatever the newest run or the current folder
+                f"repair the record with `capevolve commit {shlex.quote(tag)} "
+                f"{shlex.quote(shown(rundir.project_dir)) + ' ' if rundir.project_dir else ''}"
+                f"--run-id {rundir.run_id} --decision {decision}"
                 f"{' --reject-basis ' + (basis or 'gate') if decision == 'reject' else ''} --force`"
                 if tag != best
                 else pasteable(

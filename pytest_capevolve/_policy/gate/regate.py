@@ -7,6 +7,7 @@ an accept's exit. The session and ``capevolve gate`` judge the same evidence and
 from __future__ import annotations
 
 import contextlib
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -17,6 +18,7 @@ from ..._decide.alpha_budget import looks_record
 from ..._decide.basis import Basis
 from ..._decide.verdict import INDECISIVE, Verdict
 from ..._project.spec import Spec
+from ..._project.way_on import candidate_folder, shown
 from ..._store.files import RunDirError
 from ..._store.log import paid_by
 from ..._store.log.event_kinds import VERDICT
@@ -95,6 +97,29 @@ def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verd
         verdict = _at_level(verdict, level, ask.alpha)
     departs = [*unsure, *departures(recorded, ask, level)]
     return _what_if(rundir, verdict, recorded, departs) if departs else verdict
+
+
+def unjudged(rundir: RunDir, verdict: Verdict) -> str | None:
+    """Why a coverage-indecisive answer for a tag no session judged is no verdict (its val rollouts are
+    incomplete: a session cut off, or one that evaluated a subset), and the gate session that pays only
+    the missing ones and judges it; None for a tag a session judged, or one whose evidence is whole."""
+    if verdict.basis != Basis.COVERAGE or any(
+        e.get("tag") == verdict.tag for e in rundir.log.of_kinds(VERDICT)
+    ):
+        return None
+    project = rundir.project_dir
+    folder = candidate_folder(verdict.tag, project, "CANDIDATE_FOLDER")
+    where = (
+        f"--capevolve-run {shlex.quote(shown(project))} "
+        if project is not None
+        else "--capevolve-run PROJECT "
+    )
+    return (
+        f"no session has judged {verdict.tag!r} in run {rundir.run_id}, and its val rollouts are incomplete "
+        "(a session cut off, or one that evaluated a subset): this is no verdict. A gate session pays only "
+        f"the missing rollouts and judges it: `pytest {where}--capevolve-run-id {rundir.run_id} "
+        f"--capevolve-candidate {folder} --capevolve-gate`"
+    )
 
 
 def _recorded(rundir: RunDir, tag: str) -> tuple[dict[str, Any] | None, list[str]]:

@@ -70,7 +70,8 @@ class SealedSummary:
         self.root = root
         self.path = root / SUMMARY_NAME
         self.log = log
-        self._held: tuple[str, list[Row]] | None = None  # (rows version, rows) as loaded
+        self._held: tuple[str, list[list[Any]]] | None = None  # (rows version, its columns) as loaded
+        self._rows: list[Row] | None = None  # the held columns as rows, made on first ask
         self._position = (0, 0)  # the log checked up to: no rollout line before it
         self._folders: dict[str, list[int] | None] = {}
         self._spent = False  # found not to hold in this process: what moved it stays moved
@@ -83,13 +84,24 @@ class SealedSummary:
     def rows(self) -> tuple[str, list[Row]] | None:
         """(the index's rows version it was written at, every train and val row in key order), or
         None: no summary, or it does not hold (the caller takes the full path)."""
+        served = self.columns()
+        if served is None:
+            return None
+        if self._rows is None:
+            # the lengths were checked at load: a strict zip of the held columns cannot fail
+            self._rows = list(zip(*served[1], strict=True)) if served[1] else []
+        return served[0], self._rows
+
+    def columns(self) -> tuple[str, list[list[Any]]] | None:
+        """What :meth:`rows` serves, as columns in the row's layout (read only: shared by every reader),
+        under the same checks: no row is made for a reader of a few columns."""
         if self._spent:
             return None
         if self._held is None:
             self._held = self._load()
         if self._held is not None and self._holds():
             return self._held
-        self._spent, self._held = True, None
+        self._spent, self._held, self._rows = True, None, None
         return None
 
     def _holds(self) -> bool:
@@ -100,7 +112,7 @@ class SealedSummary:
         self._position = tail[1], tail[2]
         return all(folder_stamp(self._folder(split)) == stamp for split, stamp in self._folders.items())
 
-    def _load(self) -> tuple[str, list[Row]] | None:
+    def _load(self) -> tuple[str, list[list[Any]]] | None:
         lines = self.log.of_kinds(ROLLOUTS_SUMMARIZED)
         if not lines:
             return None
@@ -124,15 +136,16 @@ class SealedSummary:
             folders = {str(split): stamp for split, stamp in found["folders"].items()}
             version = str(found["rows_version"])
             columns = [_decoded(column) for column in found["columns"]]
-            rows = list(zip(*columns, strict=True)) if columns else []
             screens = frozenset(str(key) for key in found.get("screens", []))
         except (ValueError, KeyError, TypeError, AttributeError, IndexError):
             return None
-        if len(rows) != line.get("rollouts") or set(folders) != set(SUMMARIZED_SPLITS):
+        # as many rows as its line says, each column one value a row (what a strict zip of them held)
+        lengths = {len(column) for column in columns} if columns else {0}
+        if lengths != {line.get("rollouts")} or set(folders) != set(SUMMARIZED_SPLITS):
             return None
         self._position, self._folders = (int(line["offset"]), int(line["upto"])), folders
         self._screens = screens
-        return version, rows
+        return version, columns
 
     def screened_clean(self, key: str) -> bool:
         """Whether a leak screen of ``key`` found nothing, by the summary while it holds (never else)."""

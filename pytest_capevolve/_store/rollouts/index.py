@@ -12,7 +12,7 @@ import contextlib
 import os
 import secrets
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -106,19 +106,42 @@ _AT = {name: i for i, name in enumerate((*FIELDS, "file", "size", "mtime_ns"))}
 
 
 class Columns:
-    """Rows read as columns (``columns["reward"]``), each made on first ask: no object per row."""
+    """Rows read as columns (``columns["reward"]``), each made on first ask: no object per row. Also
+    (:meth:`picked`) columns already made, in the row's layout: then no row is made unless asked."""
 
     def __init__(self, rows: list[Row]) -> None:
-        self.rows = rows
+        self._rows: list[Row] | None = rows
+        self._source: tuple[Sequence[list[Any]], list[int] | None] = ((), None)
+        self._size = len(rows)
         self._made: dict[str, list[Any]] = {}
 
+    @classmethod
+    def picked(cls, columns: Sequence[list[Any]], at: list[int] | None) -> Columns:
+        """The rows at the places ``at`` (None: every row, in order) of ``columns``, each a list in
+        :data:`_AT`'s layout (read, never changed: every column asked is a copy)."""
+        made = cls([])
+        made._rows, made._source = None, (columns, at)
+        made._size = len(columns[0]) if at is None and columns else len(at or ())
+        return made
+
+    @property
+    def rows(self) -> list[Row]:
+        if self._rows is None:
+            self._rows = list(zip(*(self[name] for name in _AT), strict=True)) if self._size else []
+        return self._rows
+
     def __len__(self) -> int:
-        return len(self.rows)
+        return self._size
 
     def __getitem__(self, name: str) -> list[Any]:
         made = self._made.get(name)
         if made is None:
-            made = self._made[name] = list(map(itemgetter(_AT[name]), self.rows))
+            if self._rows is not None:
+                made = list(map(itemgetter(_AT[name]), self._rows))
+            else:
+                column, at = self._source[0][_AT[name]], self._source[1]
+                made = list(column) if at is None else list(map(column.__getitem__, at))
+            self._made[name] = made
         return made
 
 

@@ -65,6 +65,8 @@ class RolloutFiles(RolloutReadBack):
         # split → the rows checked at an index version: a session reading its split again with
         # nothing changed in between is not charged the checks twice
         self._checked: dict[str, _Checked] = {}
+        # the sealed summary's columns, and what each indexed_columns ask picked of them
+        self._served_columns: tuple[list[list[Any]], dict[Any, Columns]] | None = None
 
     def _write_rollout(self, record: RolloutRecord, text: str | None) -> tuple[Path, os.stat_result, str]:
         """The file written, its stat, and the sha256 of its bytes (what its event records)."""
@@ -138,6 +140,9 @@ class RolloutFiles(RolloutReadBack):
     ) -> Columns:
         """:meth:`indexed_rows` as :class:`.index.Columns`, made once per check."""
         tags = None if tags is None else frozenset(tags)
+        served = None if split == TEST_SPLIT else self.summary.columns()
+        if served is not None:  # bound to the log by its chained line, as for :meth:`_summarized`
+            return self._summarized_columns(split, tags, block, served[1])
         rows, _, checked = self._indexed(split, tags)
         key = (tags, block)
         made = None if checked is None else checked.columns.get(key)
@@ -175,6 +180,35 @@ class RolloutFiles(RolloutReadBack):
             self.index.close()
             records = [r for r in self._read_rollouts(split) if wanted is None or r.tag in wanted]
             return [row_of(r) for r in records], lambda: list(records), None
+
+    def _summarized_columns(
+        self, split: str, tags: frozenset[str] | None, block: int | None, columns: list[list[Any]]
+    ) -> Columns:
+        """:meth:`indexed_columns` from the sealed summary's columns: the rows :meth:`_summarized` and
+        :func:`_in_block` keep, in their order, picked by place (no row made; none picked when all are)."""
+        key = (split, tags, block)
+        cached = self._served_columns
+        if cached is not None and cached[0] is columns and key in cached[1]:
+            return cached[1][key]
+        if not columns:  # a summary of no row
+            return Columns([])
+        splits, tags_of, trials = columns[FIELDS_INDEX.index("split")], columns[_TAG], columns[_TRIAL]
+        low, high = (0, 0) if block is None else (first_trial(block), first_trial(block + 1))
+        at: list[int] | None = None
+        if not (
+            splits.count(split) == len(splits)
+            and (tags is None or tags.issuperset(tags_of))
+            and (block is None or not trials or low <= min(trials) and max(trials) < high)
+        ):
+            at = [
+                i
+                for i, (s, tag, k) in enumerate(zip(splits, tags_of, trials, strict=True))
+                if s == split and (tags is None or tag in tags) and (block is None or low <= k < high)
+            ]
+        if cached is None or cached[0] is not columns:
+            cached = self._served_columns = (columns, {})
+        made = cached[1][key] = Columns.picked(columns, at)
+        return made
 
     def _summarized(
         self, split: str, wanted: set[str] | None, version: str, every: list[Row]

@@ -127,6 +127,8 @@ class RolloutReadBack:
         (no file)."""
         try:
             raw = read_plain_bytes(path)
+            if not raw:  # created, then a kill or Ctrl-C before its first byte: say so, not "not JSON"
+                return "empty: a write cut off before its first byte (a kill or Ctrl-C; no event records it)"
             record = RolloutRecord.loads(raw.decode("utf-8"), str(path))
             split = path.parent.name
             if truth is None or (split == TEST_SPLIT and digests is None):
