@@ -279,6 +279,23 @@ def _planted_rows(run: RunDir, tag: str) -> list[tuple]:
     return planted
 
 
+def _summary_forged(run: RunDir, tag: str, reward: float) -> None:
+    """The sealed summary rewritten through the API with a row for each of the seed's val rollouts
+    under ``tag`` (each ``reward``), no file and no session behind them."""
+    from pytest_capevolve._store.log.sealed_summary import SealedSummary
+    from pytest_capevolve._store.rollouts.index import record_of, row_of
+
+    every = run.rollouts.index.every()
+    rows = [
+        row_of(replace(record_of(r), tag=tag, reward=reward, passed=reward >= 1.0))
+        for r in every
+        if r[0] == "val" and r[1] == "seed"
+    ]
+    summary = SealedSummary(run.root, run.log)
+    with run.lock():
+        summary.write(sorted([*every, *rows], key=lambda r: r[:4]), "forged", summary.stamps())
+
+
 def _forge_checkpoint(run_dir, how: str) -> None:
     """The newest ``outcomes_checked`` digest made the index's rows' (forged ones included): its line
     rewritten and the log's tail after it re-linked, or a new one appended through the package's API."""
@@ -332,7 +349,7 @@ def _forge_checkpoint(run_dir, how: str) -> None:
 def test_rows_and_their_checkpoint_forged_in_the_logs_tail_do_not_decide(
     forged, how, toy_calc_baseline, projects, capevolve, capsys
 ) -> None:
-    from pytest_capevolve._store.log.sealed_summary import SUMMARY_NAME, SealedSummary
+    from pytest_capevolve._store.log.sealed_summary import SUMMARY_NAME
 
     project = toy_calc_baseline
     shutil.copytree(project / "capability", project / "candidates" / "noop")
@@ -346,17 +363,7 @@ def test_rows_and_their_checkpoint_forged_in_the_logs_tail_do_not_decide(
         _forge_checkpoint(run_dir, how)
         (run_dir / SUMMARY_NAME).unlink()  # without it, the full path: rows trusted on the checkpoint
     else:  # no file planted: the summary's rows are read without one
-        from pytest_capevolve._store.rollouts.index import record_of, row_of
-
-        every = run.rollouts.index.every()
-        rows = [
-            row_of(replace(record_of(r), tag="noop", reward=1.0, passed=True))
-            for r in every
-            if r[0] == "val" and r[1] == "seed"
-        ]
-        summary = SealedSummary(run_dir, run.log)
-        with run.lock():
-            summary.write(sorted([*every, *rows], key=lambda r: r[:4]), "forged", summary.stamps())
+        _summary_forged(run, "noop", 1.0)
     capsys.readouterr()
     assert main(["verify", str(run_dir)]) == 1  # verify names them (the index's against their files)
     extra = ["--capevolve-null", "0", "--capevolve-commit", "none"]
@@ -573,23 +580,11 @@ def test_an_accept_from_another_harness_is_not_adopted(example, projects, capevo
     ),
 )
 def test_a_screen_does_not_kill_on_rows_no_session_paid(one_trial_baseline, projects, capevolve) -> None:
-    from pytest_capevolve._store.log.sealed_summary import SealedSummary
-    from pytest_capevolve._store.rollouts.index import record_of, row_of
-
     project = one_trial_baseline
     shutil.copytree(project / "capability", project / "candidates" / "noop")
     (project / "candidates" / "noop" / "notes.md").write_text("a no-op for the agent\n")
     run_dir = projects.run_dir(project)
-    run = RunDir(run_dir)
-    every = run.rollouts.index.every()
-    rows = [
-        row_of(replace(record_of(r), tag="noop", reward=0.0, passed=False))
-        for r in every
-        if r[0] == "val" and r[1] == "seed"
-    ]
-    summary = SealedSummary(run_dir, run.log)
-    with run.lock():
-        summary.write(sorted([*every, *rows], key=lambda r: r[:4]), "forged", summary.stamps())
+    _summary_forged(RunDir(run_dir), "noop", 0.0)
     screened = capevolve(project, "noop", extra=["--capevolve-screen", "1"])
     out = screened.stdout.str() + screened.stderr.str()
     assert screened.ret == 11, out[-2000:]  # before: "screen noop (tier1, 10 tasks): KILL", booked, exit 10
