@@ -123,14 +123,17 @@ class EvalPlan:
             return list(cached[4])
         skip = self.persisted | self.awaited if self.awaited else self.persisted  # read, never changed
         owed = [k for k in keys if k not in skip] if skip else list(keys)
-        self._owed = (keys, self.persisted, self.awaited, (len(self.persisted), len(self.awaited)), owed)
+        self._hold_owed(keys, owed)
         return list(owed)
+
+    def _hold_owed(self, keys: list[RolloutKey], owed: list[RolloutKey]) -> None:
+        """:meth:`owed_keys`' answer, kept while the keys and both sets (and their sizes) stay as they are."""
+        self._owed = (keys, self.persisted, self.awaited, (len(self.persisted), len(self.awaited)), owed)
 
     def owes_nothing(self) -> None:
         """Planning found every key persisted or awaited (sets of :meth:`all_keys` that together hold as many
         keys as it has distinct ones): :meth:`owed_keys` is empty, known without looking each key up."""
-        counts = (len(self.persisted), len(self.awaited))
-        self._owed = (self.all_keys(), self.persisted, self.awaited, counts, [])
+        self._hold_owed(self.all_keys(), [])
 
     def to_wire(self) -> dict[str, Any]:
         data = asdict(replace(self, _keys=None, _owed=None))
