@@ -52,39 +52,29 @@ def test_a_key_paid_twice_is_named_unless_its_file_was_moved_between_or_the_firs
         "outcome ledger (`rollout_key`), another key to a rule that compared values as written"
     ),
     outcome=(
-        "refused before any decision and named by `verify`: a key spelt otherwise is held by no "
-        "claim, or equal to the first (`0.0 == 0`) and so paid twice. **Not held** in a log older "
-        'than claims that no session has claimed in since (no claim check runs; trial `"0"` passes the '
-        "rule): the kernel boundary keeps the log out of the forger's reach"
+        "refused before any decision and named by `verify`: the rule of a key paid twice reads each key as "
+        "the outcome ledger does, so a key spelt otherwise is paid twice (or, where claims are logged, held "
+        "by no claim) — in a log older than claims too"
     ),
 )
 def test_a_second_payment_spelt_otherwise_is_refused_as_unclaimed_or_paid_twice() -> None:
-    first = _rollout(2, "t1", reward=0.0)
-    for spelt in ({"trial": "0"}, {"trial": " 0"}, {"trial": 0.0}, {"task_id": 1}):
-        again = {**_rollout(3, "t1"), **spelt}
-        problems = untrusted([CLAIM, first, again])
-        assert len(problems) == 1 and (
-            "no session's claim holds it" in problems[0] or "paid 2 times" in problems[0]
-        )
-        if "paid 2 times" in problems[0]:
-            assert paid_twice([CLAIM, first, again]) == problems  # verify says what the decision refuses
+    for claim, head in (("c1", [CLAIM]), (None, [])):  # a log with claims, and one older than claims
+        first = _rollout(2, "t1", claim=claim, reward=0.0)
+        for spelt in ({"trial": "0"}, {"trial": " 0"}, {"trial": 0.0}, {"task_id": 1}):
+            again = {**_rollout(3, "t1", claim=claim), **spelt}
+            events = [*head, first, again]
+            problems = untrusted(events)
+            if claim is None and "task_id" in spelt:
+                assert problems == []  # task 1 is not task t1, and no claim check runs yet
+                continue
+            assert len(problems) == 1 and (
+                "no session's claim holds it" in problems[0] or "paid 2 times" in problems[0]
+            ), (spelt, problems)
+            if "paid 2 times" in problems[0]:
+                assert paid_twice(events) == problems  # verify says what the decision refuses
 
 
-@pytest.mark.attack(
-    "record",
-    attack=(
-        "a paid key logged again as a pass, the forger copying the paying session's claim id, its key "
-        'spelt otherwise (trial `"0"` or `0.0`, the task id a number): the same rollout to the '
-        "outcome ledger (`rollout_key`), another key to a rule that compared values as written"
-    ),
-    note="not held in a log older than claims, with no session since (xfail, strict)",
-)
-@pytest.mark.xfail(
-    strict=True,
-    reason="with no claimed event in the log, no claim check runs, and the rule of a key paid twice "
-    "compares keys as written: trial '0' is another key to it, the same to the outcome ledger",
-)
-def test_a_second_payment_spelt_otherwise_in_a_log_older_than_claims_is_refused() -> None:
-    first = _rollout(1, "t1", claim=None, reward=0.0)
-    again = {**_rollout(2, "t1", claim=None), "trial": "0"}
-    assert untrusted([first, again]) != []
+def test_a_claim_whose_keys_cannot_be_read_is_named_not_a_traceback() -> None:
+    for keys in ({"val/cand/zero": ["t1"]}, ["val/cand/0"], {"val/cand/0": 7}):
+        problems = untrusted([{**CLAIM, "keys": keys}, _rollout(2, "t1")])
+        assert any("claimed event seq 1: keys unreadable" in line for line in problems), (keys, problems)

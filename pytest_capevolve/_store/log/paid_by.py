@@ -77,6 +77,12 @@ class Doubles:
         ]
 
 
+def _key(event: dict[str, Any]) -> Key:
+    """A rollout event's key as the outcome ledger reads it (``rollout_key``): trial ``"0"`` or ``0.0``
+    and task id ``1`` are the same rollout there, so they are the same key to the rule of a key paid twice."""
+    return str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"])
+
+
 def paid_twice(events: Iterable[dict[str, Any]]) -> list[str]:
     """One line per key paid twice (:class:`Doubles`), from a log's events in order."""
     doubles = Doubles()
@@ -85,8 +91,8 @@ def paid_twice(events: Iterable[dict[str, Any]]) -> list[str]:
             doubles.other(event)
             continue
         try:
-            doubles.rollout((event["split"], event["task_id"], event["tag"], event["trial"]), event)
-        except (KeyError, TypeError):
+            doubles.rollout(_key(event), event)
+        except (KeyError, TypeError, ValueError):
             continue  # no key: :func:`untrusted` names it
     return doubles.lines()
 
@@ -101,8 +107,7 @@ def untrusted(events: Iterable[dict[str, Any]]) -> list[str]:
         kind = event.get("kind")
         if kind == ROLLOUT:
             try:
-                split, task_id, tag, trial = event["split"], event["task_id"], event["tag"], event["trial"]
-                key = (split, task_id, tag, trial)
+                key = split, task_id, tag, trial = _key(event)
                 if claims:
                     held = claims.get(event.get("claim"))  # type: ignore[arg-type]
                     ids = None if held is None else held.get((split, tag, trial))
@@ -112,14 +117,19 @@ def untrusted(events: Iterable[dict[str, Any]]) -> list[str]:
                             "session's claim holds it (written outside a session)"
                         )
                 paid(key, event)
-            except (KeyError, TypeError):
+            except (KeyError, TypeError, ValueError):
                 problems.append(f"rollout event seq {event.get('seq')}: no key (written outside a session)")
         elif kind == CLAIMED:
             held = claims.setdefault(str(event.get("claim")), {})
-            for group, ids in (event.get("keys") or {}).items():
-                split, _, rest = str(group).partition("/")
-                tag, _, trial = rest.rpartition("/")
-                held.setdefault((split, tag, int(trial)), set()).update(map(str, ids or []))
+            try:
+                for group, ids in (event.get("keys") or {}).items():
+                    split, _, rest = str(group).partition("/")
+                    tag, _, number = rest.rpartition("/")
+                    held.setdefault((split, tag, int(number)), set()).update(map(str, ids or []))
+            except (AttributeError, TypeError, ValueError):
+                problems.append(
+                    f"claimed event seq {event.get('seq')}: keys unreadable (written outside a session)"
+                )
         else:
             doubles.other(event)
     return problems + doubles.lines()
