@@ -54,6 +54,32 @@ def pasteable(text: str, project_dir: Path | None = None, args: Sequence[str] | 
     return _SESSION.sub(f"pytest {shlex.join(flags)} ".replace("\\", "\\\\"), text) if flags else text
 
 
+def commit_command(
+    tag: str,
+    decision: str,
+    project_dir: Path | None,
+    run_id: str | None,
+    *flags: str,
+    absolute: bool = False,
+) -> str:
+    """``capevolve commit TAG PROJECT --run-id RUN --decision DECISION FLAGS…``, each word shell-quoted:
+    the one spelling of every ``capevolve commit`` a way on prints, so that a line pasted after a newer
+    run of the project began, or from another folder, books into the run and project that printed it
+    (without ``--run-id`` it books into the newest run: "unknown tag", or the wrong run).
+
+    ``project_dir`` None leaves the word ``PROJECT`` (:func:`pasteable` makes it the path); ``run_id``
+    None leaves the run out, where the caller has no run yet (its comment says why); ``absolute`` names
+    the project by its absolute path, for text read from another folder (a work copy's handover). A
+    decision the user chooses (``accept|reject``, ``…``) is printed as it is; every other word is quoted."""
+    where = "PROJECT"
+    if project_dir is not None:
+        where = shlex.quote(str(Path(project_dir).absolute()) if absolute else shown(project_dir))
+    ran = ["--run-id", shlex.quote(run_id)] if run_id else []
+    chosen = decision if re.search(r"[|…]|\.\.\.", decision) else shlex.quote(decision)
+    words = [shlex.quote(tag), where, *ran, "--decision", chosen, *map(shlex.quote, flags)]
+    return " ".join(["capevolve", "commit", *words])
+
+
 def own_flags(args: Sequence[str]) -> tuple[list[str], list[str]]:
     """(the user's flags, capevolve's options with their values) among a session's arguments, as typed."""
     args = [str(a) for a in args]

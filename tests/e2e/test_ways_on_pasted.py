@@ -329,7 +329,7 @@ def test_a_microcase_reject_tried_as_an_accept_names_its_own_basis_to_book(
     assert code == 2 and "--reject-basis micro_test_fail)" in err, err
     pasted = shlex.split(err.split("Book what it decided (", 1)[1].split(")", 1)[0])
     assert pasted[:2] == ["capevolve", "commit"], pasted
-    code, out, err = run(capsys, *pasted[1:3], str(project), *pasted[3:])  # the project after its tag
+    code, out, err = run(capsys, *pasted[1:])  # this run of this project, as printed
     assert code == 0, err
     assert json.loads(out)["basis"] == "micro_test_fail"
 
@@ -431,3 +431,25 @@ def test_capevolve_gate_of_a_tag_whose_session_was_cut_off_says_it_is_no_verdict
     gated = pytester.runpytest(*pasted[1:], "-p", "no:cacheprovider")
     assert gated.ret == 0 and "reused" in gated.stdout.str(), gated.stdout.str()[-3000:]
     assert run(capsys, "gate", "careful", str(project))[0] == 0
+
+
+def test_a_printed_commit_pasted_after_a_newer_run_began_books_into_the_run_that_printed_it(
+    toy_calc_baseline, projects, capevolve, capsys
+):
+    """A gate left its decision to `capevolve commit` (`--capevolve-commit none`) and printed the line
+    that books it; a newer run of the project began before it was pasted. The line said
+    `capevolve commit careful . --decision accept`, which books into the newest run: "unknown tag"."""
+    project = toy_calc_baseline  # pytester's folder holds it: '.' is no project
+    first = projects.run_dir(project)
+    gated = capevolve(project, "careful", gate=True, extra=["--capevolve-commit", "none"])
+    out = gated.stdout.str()
+    assert gated.ret == 0 and "1 decided but not booked: `" in out, out[-3000:]
+    pasted = shlex.split(out.split("1 decided but not booked: `", 1)[1].split("`")[0])
+    assert capevolve(project, extra=["--capevolve-new-run"]).ret == 0
+    assert projects.run_dir(project) != first  # the newest run is now another
+
+    code, out, err = run(capsys, *pasted[1:])
+
+    assert pasted[:3] == ["capevolve", "commit", "careful"] and code == 0, err
+    assert json.loads((first / "state.json").read_text())["best_id"] == "careful"
+    assert json.loads((projects.run_dir(project) / "state.json").read_text())["best_id"] == "seed"
