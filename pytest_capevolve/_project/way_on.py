@@ -80,6 +80,30 @@ def commit_command(
     return " ".join(["capevolve", "commit", *words])
 
 
+def unjudged(tag: str, run_id: str, project_dir: Path | None, *, finalized: bool = False) -> str:
+    """What a tag no session judged, its val rollouts incomplete, is: no verdict (a gate cut off, by
+    Ctrl-C or a kill, decided nothing: not a reject, nor a null result), and the gate session that pays
+    only the missing rollouts and judges it; in a finalized run, which chooses no new best, that
+    session in a new run. The one wording of ``capevolve gate``, ``measure``, report.md, the dashboard
+    and the finalize summary."""
+    folder = candidate_folder(tag, project_dir, "CANDIDATE_FOLDER")
+    where = shlex.quote(shown(project_dir)) if project_dir is not None else "PROJECT"
+    said = (
+        f"no session has judged {tag!r} in run {run_id}, and its val rollouts are incomplete (a session "
+        "cut off, or one that evaluated a subset): this is no verdict. "
+    )
+    if finalized:
+        return said + (
+            "This run is finalized, so it chooses no new best: a gate session in a new run judges it: "
+            f"`pytest --capevolve-run {where} --capevolve-candidate {folder} --capevolve-gate "
+            "--capevolve-new-run`"
+        )
+    return said + (
+        "A gate session pays only the missing rollouts and judges it: `pytest --capevolve-run "
+        f"{where} --capevolve-run-id {run_id} --capevolve-candidate {folder} --capevolve-gate`"
+    )
+
+
 def own_flags(args: Sequence[str]) -> tuple[list[str], list[str]]:
     """(the user's flags, capevolve's options with their values) among a session's arguments, as typed."""
     args = [str(a) for a in args]
