@@ -54,7 +54,9 @@ def val_reuse(
     verdicts: dict[str, dict[str, Any]],
     n_val: int,
     booking: Collection[str] = (),  # tags booked right after (a session under commit auto): not unbooked
-    run_id: str | None = None,  # the run whose events these are: the printed commit books into it
+    # the run whose events these are, so the printed commit books into it; None only where there is
+    # no run (events made up by a unit test): the commit then names none
+    run_id: str | None = None,
 ) -> ValReuse:
     decided = alpha_budget.decisions_so_far(events)
     waiting = {t: d for t, d in unbooked(events).items() if t not in booking}
