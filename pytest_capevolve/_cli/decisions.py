@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import exitcodes
 from .._project.spec import Spec
-from .._project.way_on import shown
+from .._project.way_on import commit_command, shown
 from .._store.files import collection_paused
 from .._store.rundir import RunDir
 from .common import (
@@ -132,8 +132,10 @@ def _handoff(spec: Spec, rundir: RunDir, report: Mapping[str, Any]) -> dict[str,
     splits = rundir.splits() or {}
     # each hint pastes as one valid shell command: paths quoted, one decision per line (an
     # "accept|reject" choice would paste as a pipe)
-    where = shlex.quote(str(spec.project_dir))
+    # and this run's, whatever run of the project is the newest when a hint is pasted
+    where = f"{shlex.quote(str(spec.project_dir))} --run-id {shlex.quote(rundir.run_id)}"
     work = shlex.quote(str(rundir.work_dir("cand_0001")))
+    run = (spec.project_dir, rundir.run_id)
     return {
         "run_id": rundir.run_id,
         "run_dir": str(rundir.root),
@@ -151,10 +153,11 @@ def _handoff(spec: Spec, rundir: RunDir, report: Mapping[str, Any]) -> dict[str,
             f"capevolve work new cand_0001 {where}",
             # `capevolve pytest` works inside `capevolve agent` and outside; no `-o` (the broker
             # refuses one): a run holding work copies gates at the loop's schedule by itself
-            f"capevolve pytest --capevolve-run {where} --capevolve-candidate {work} "
-            "--capevolve-gate --capevolve-commit none",
-            f"capevolve commit cand_0001 {where} --decision accept",
-            f"capevolve commit cand_0001 {where} --decision reject --reject-basis gate",
+            f"capevolve pytest --capevolve-run {shlex.quote(str(spec.project_dir))} --capevolve-run-id "
+            f"{shlex.quote(rundir.run_id)} --capevolve-candidate {work} --capevolve-gate "
+            "--capevolve-commit none",
+            commit_command("cand_0001", "accept", *run, absolute=True),
+            commit_command("cand_0001", "reject", *run, "--reject-basis", "gate", absolute=True),
         ],
     }
 

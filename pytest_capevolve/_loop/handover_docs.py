@@ -10,6 +10,7 @@ from pathlib import Path
 from .._decide.alpha_budget import LOOP_SCHEDULE
 from .._project.candidate import HANDOVER
 from .._project.spec import Spec
+from .._project.way_on import commit_command
 from .hill_climb_options import names_a_schedule
 
 AGENT, HILL_CLIMB = "agent", "hill-climb"
@@ -54,20 +55,23 @@ def render_process(
             " ends the loop unjudged. A negative, NaN or absurd value is refused."
         )
     else:
+        # this run's, by the project's absolute path: the agent reads this in its work copy, and a newer
+        # run of the project may have begun by the time it books
+        book = commit_command(tag, "accept|reject", spec.project_dir, run_id, absolute=True)
         round_steps = [
             f"1. `capevolve work new {tag}` made this work copy of `{parent}` and wrote these files.",
             "2. Edit it, then gate it: `capevolve pytest --capevolve-run "
-            f"{shlex.quote(str(spec.project_dir.absolute()))} --capevolve-candidate"
-            f" {workdir} --capevolve-gate --capevolve-commit none`"
+            f"{shlex.quote(str(spec.project_dir.absolute()))} --capevolve-run-id {run_id} "
+            f"--capevolve-candidate {workdir} --capevolve-gate --capevolve-commit none`"
             " (siblings are gated together, with null controls; `--capevolve-commit none` leaves the"
             " booking to step 3, which carries your cost).",
-            f"3. Book the decision: `capevolve commit {tag} --decision accept|reject ...`; an accept"
-            " needs the gate's accept against the current best.",
+            f"3. Book the decision: `{book} ...`; an accept needs the gate's accept against the current"
+            " best.",
             "4. The next work copy starts from the best, and reads what you wrote in `JOURNAL.md`.",
         ]
         cost = (
-            f"Report what you cost when you book: `capevolve commit {tag} ... --optimizer-usd X"
-            " --optimizer-tokens N`; `max_usd` counts it beside the rollouts."
+            f"Report what you cost when you book: `{book} ... --optimizer-usd X --optimizer-tokens N`;"
+            " `max_usd` counts it beside the rollouts."
         )
     return "\n".join(
         [

@@ -6,13 +6,16 @@ again and the seed or best lacks train rollouts, ``yes`` whatever is missing, ``
 
 from __future__ import annotations
 
+import ctypes
+import os
 import shlex
+import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from .._policy.stop.afford import missing_rollouts
 from .._project import harness
@@ -56,26 +59,60 @@ def gate_flags(workdir: Path, tag: str, *, no_regression: str | None = None) -> 
     return flags
 
 
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def stopped_with_parent() -> Callable[[], None] | None:
+    """What a session child runs between fork and exec so that it stops when the process that
+    started it dies (a ``kill -9`` of ``capevolve hill-climb``): the kernel sends it SIGINT, so it
+    stops as a session stops on Ctrl-C — what it persisted is kept, its claims let go — and a
+    resume pays only what is missing, instead of a child paying rollouts unattended that the
+    resume then waits for. Linux only (``prctl(PR_SET_PDEATHSIG)``); elsewhere None: the child
+    outlives its parent, as before.
+
+    The signal follows the *thread* that started the child: sessions are started from the loop's
+    main thread, which lives as long as the loop does."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: no import after the fork
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def in_child() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the line above: no signal will come
+            os._exit(128 + signal.SIGINT)
+
+    return in_child
+
+
+def _run(argv: list[str], cwd: Path, **how: Any) -> subprocess.CompletedProcess[Any]:
+    """One session child, stopped when this process dies (:func:`stopped_with_parent`)."""
+    return subprocess.run(argv, cwd=cwd, check=False, preexec_fn=stopped_with_parent(), **how)
+
+
 def run_logged(argv: list[str], cwd: Path, log_path: Path) -> int:
     """Run a session, its command line and output appended to ``log_path``; its exit code."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a", encoding="utf-8") as out:
         out.write(f"$ {shlex.join(argv)}\n")
         out.flush()
-        done = subprocess.run(argv, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, check=False)
+        done = _run(argv, cwd, stdout=out, stderr=subprocess.STDOUT)
     return done.returncode
 
 
 def run_captured(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """Run a session with its output captured (the caller decides where it goes)."""
-    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False)
+    return _run(argv, cwd, capture_output=True, text=True)
 
 
 def run_shown(argv: list[str], cwd: Path, quiet_to: TextIO | None) -> int:
     """Run a session on this process's own stdout and stderr, or (``quiet_to``) its output
     written there once it ended; returns its exit code."""
     if quiet_to is None:
-        return subprocess.run(argv, cwd=cwd, check=False).returncode
+        return _run(argv, cwd).returncode
     done = run_captured(argv, cwd)
     quiet_to.write(done.stdout + done.stderr)
     return done.returncode

@@ -54,6 +54,56 @@ def pasteable(text: str, project_dir: Path | None = None, args: Sequence[str] | 
     return _SESSION.sub(f"pytest {shlex.join(flags)} ".replace("\\", "\\\\"), text) if flags else text
 
 
+def commit_command(
+    tag: str,
+    decision: str,
+    project_dir: Path | None,
+    run_id: str | None,
+    *flags: str,
+    absolute: bool = False,
+) -> str:
+    """``capevolve commit TAG PROJECT --run-id RUN --decision DECISION FLAGS…``, each word shell-quoted:
+    the one spelling of every ``capevolve commit`` a way on prints, so that a line pasted after a newer
+    run of the project began, or from another folder, books into the run and project that printed it
+    (without ``--run-id`` it books into the newest run: "unknown tag", or the wrong run).
+
+    ``project_dir`` None leaves the word ``PROJECT`` (:func:`pasteable` makes it the path); ``run_id``
+    None leaves the run out, where the caller has no run yet (its comment says why); ``absolute`` names
+    the project by its absolute path, for text read from another folder (a work copy's handover). A
+    decision the user chooses (``accept|reject``, ``…``) is printed as it is; every other word is quoted."""
+    where = "PROJECT"
+    if project_dir is not None:
+        where = shlex.quote(str(Path(project_dir).absolute()) if absolute else shown(project_dir))
+    ran = ["--run-id", shlex.quote(run_id)] if run_id else []
+    chosen = decision if re.search(r"[|…]|\.\.\.", decision) else shlex.quote(decision)
+    words = [shlex.quote(tag), where, *ran, "--decision", chosen, *map(shlex.quote, flags)]
+    return " ".join(["capevolve", "commit", *words])
+
+
+def unjudged(tag: str, run_id: str, project_dir: Path | None, *, finalized: bool = False) -> str:
+    """What a tag no session judged, its val rollouts incomplete, is: no verdict (a gate cut off, by
+    Ctrl-C or a kill, decided nothing: not a reject, nor a null result), and the gate session that pays
+    only the missing rollouts and judges it; in a finalized run, which chooses no new best, that
+    session in a new run. The one wording of ``capevolve gate``, ``measure``, report.md, the dashboard
+    and the finalize summary."""
+    folder = candidate_folder(tag, project_dir, "CANDIDATE_FOLDER")
+    where = shlex.quote(shown(project_dir)) if project_dir is not None else "PROJECT"
+    said = (
+        f"no session has judged {tag!r} in run {run_id}, and its val rollouts are incomplete (a session "
+        "cut off, or one that evaluated a subset): this is no verdict. "
+    )
+    if finalized:
+        return said + (
+            "This run is finalized, so it chooses no new best: a gate session in a new run judges it: "
+            f"`pytest --capevolve-run {where} --capevolve-candidate {folder} --capevolve-gate "
+            "--capevolve-new-run`"
+        )
+    return said + (
+        "A gate session pays only the missing rollouts and judges it: `pytest --capevolve-run "
+        f"{where} --capevolve-run-id {run_id} --capevolve-candidate {folder} --capevolve-gate`"
+    )
+
+
 def own_flags(args: Sequence[str]) -> tuple[list[str], list[str]]:
     """(the user's flags, capevolve's options with their values) among a session's arguments, as typed."""
     args = [str(a) for a in args]

@@ -16,6 +16,7 @@ from .._decide.basis import UNRESOLVED
 from .._decide.verdict import INDECISIVE, Verdict
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
+from .._project.way_on import commit_command
 from .._store.readers.evidence import Arm, ByTag, index_records
 from .._store.rundir import RunDir
 from .outcome import Outcome, SessionHooks
@@ -68,7 +69,8 @@ class EvaluationSession:
         n_val = len(self.planned.plan.task_ids)
         # under commit auto this session's decisions are booked right after this line; earlier ones may wait
         booking = self.planned.plan.tags() if self.gate.commit == "auto" else ()
-        reuse = val_budget.val_reuse(self.spec, events, self.rundir.verdicts.verdicts(), n_val, booking)
+        verdicts = self.rundir.verdicts.verdicts()
+        reuse = val_budget.val_reuse(self.spec, events, verdicts, n_val, booking, self.rundir.run_id)
         alarm = val_budget.run_calibration(self.spec, events)
         outcome.say(
             f"{val_budget.decisions_said(reuse)}; {reuse['advice']}",
@@ -232,10 +234,9 @@ class EvaluationSession:
             from .._policy.repeats.identity import REPEAT
             from .gating import repeat_line
 
-            outcome.say(
-                "--capevolve-commit none: verdicts written as evidence, no decision booked "
-                "(capevolve commit TAG --decision ...)"
-            )
+            tag = decided[0].tag if len(decided) == 1 else "TAG"
+            book = commit_command(tag, "...", self.spec.project_dir, self.rundir.run_id)
+            outcome.say(f"--capevolve-commit none: verdicts written as evidence, no decision booked ({book})")
             outcome.closing += [
                 (repeat_line(self.spec, self.rundir, v), {}) for v in decided if v.decision == REPEAT
             ]

@@ -6,6 +6,7 @@ reported, so an interrupted session leaves it unburned and the next one reuses w
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 from .. import exitcodes
 from .._project.candidate import SEED_TAG
 from .._project.spec import Spec
-from .._show.measure import paired_summary
+from .._show.measure import paired_summary, unjudged_label, unjudged_tags
 from .._show.numbers import interval
 from .._store.decisions.state_tally import labelled_accepts
 from .._store.log.event_kinds import DECISION
@@ -104,7 +105,8 @@ class FinalizeSession:
             "best": arm(best),
             "seed": seed,
             "delta_vs_seed": delta,
-            "null_result": best == SEED_TAG,
+            # a gate cut off before its verdict decided nothing: no null result while one is left
+            "null_result": best == SEED_TAG and not self.unjudged,
             "rollouts": f"rollouts/{TEST_SPLIT}/*__<tag>__t*.json",
             "infra_errors": sum(r.infra for r in outcome.rows),
         }
@@ -117,6 +119,14 @@ class FinalizeSession:
             }
         return result
 
+    @functools.cached_property
+    def unjudged(self) -> list[str]:
+        """Candidates of this run whose gate was cut off before any verdict (:func:`unjudged_tags`)."""
+        if self.planned.best != SEED_TAG:
+            return []
+        val = list((self.rundir.splits() or {}).get("val", []))
+        return unjudged_tags(self.rundir, self.rundir.log.events(), val, self.spec.num_trials)
+
     def _scored_lines(self, result: dict[str, Any]) -> list[str]:
         best = result["best"]
         labels = labelled_accepts(self.rundir.log.of_kinds(DECISION))
@@ -126,6 +136,8 @@ class FinalizeSession:
         if delta is not None:
             ci = interval(delta["ci"], "+.4f")
             lines.append(f"best − seed on test: {delta['mean']:+.4f} (95% CI {ci}, n = {delta['n']})")
+        elif unjudged := self.unjudged:
+            lines.append(f"best is the seed, {unjudged_label(self.rundir, unjudged, finalized=True)}")
         else:
             lines.append("best is the seed: a null result (no accepted change to measure)")
         lines.append(f"seal: {self.seal.path}")

@@ -22,7 +22,7 @@ from .._policy.gate.regate import NULL_PASSES, Passing, counted_looks, first_evi
 from .._policy.gate.verdicts import Evidence, as_null, gate_config, null_config, null_deltas, verdict_file
 from .._policy.repeats.identity import REPEAT
 from .._project.spec import Spec
-from .._project.way_on import pasteable
+from .._project.way_on import commit_command
 from .._store.log.event_kinds import GATE_DECISION, NULL_GATED
 from .._store.readers.evidence import ByTag
 from .._store.rundir import RunDir
@@ -236,10 +236,9 @@ def repeat_line(spec: Spec, rundir: RunDir, verdict: Verdict) -> str:
     details, best = verdict.details or {}, rundir.state.best()
     level = details.get("earlier_level")
     try:
-        adopt = adoption(rundir, rundir.verdicts.verdict(verdict.tag), best, spec) and pasteable(
-            f"; `capevolve commit {verdict.tag} PROJECT --decision accept` adopts that accept as this "
-            "run's best (labelled, nothing paid; the next session pays its val rollouts once)",
-            spec.project_dir,
+        adopt = adoption(rundir, rundir.verdicts.verdict(verdict.tag), best, spec) and (
+            f"; `{commit_command(verdict.tag, 'accept', spec.project_dir, rundir.run_id)}` adopts that "
+            "accept as this run's best (labelled, nothing paid; the next session pays its val rollouts once)"
         )
     except CommitRefused as exc:
         adopt = f"; {exc}"

@@ -20,6 +20,7 @@ from .._policy.gate.regate import first_evidence
 from .._policy.gate.verdicts import as_null, gate_config, null_config, null_deltas, verdict_file
 from .._project.candidate import SEED_TAG, CandidateError, check_tag
 from .._project.spec import Spec
+from .._project.way_on import commit_command
 from .._show.numbers import num
 from .._store.log.event_kinds import GROW_STARTED, GROWN
 from .._store.readers.evidence import index_records
@@ -107,7 +108,9 @@ def _what_is_left(rundir: RunDir, tag: str) -> str:
     if final is not None:
         basis = f" ({final['basis']})" if final.get("basis") else ""
         return f"It is already booked: {final['decision']}{basis}; nothing is left to do for it"
-    return f"Book it: capevolve commit {tag} --decision inconclusive (or reject --reject-basis gate)"
+    project, run_id = rundir.project_dir, rundir.run_id
+    reject = commit_command(tag, "reject", project, run_id, "--reject-basis", "gate")
+    return f"Book it: {commit_command(tag, 'inconclusive', project, run_id)} (or {reject})"
 
 
 def refuse_regating_grown(spec: Spec, rundir: RunDir, tags: list[str]) -> None:
@@ -122,7 +125,8 @@ def refuse_regating_grown(spec: Spec, rundir: RunDir, tags: list[str]) -> None:
         elif look >= spec.grow_max_looks:
             left = f"no grow is left (grow_max_looks {spec.grow_max_looks}). {_what_is_left(rundir, tag)}"
         else:
-            left = f"grow it again (--capevolve-grow) or book it (capevolve commit {tag} --decision ...)"
+            book = commit_command(tag, "...", rundir.project_dir, rundir.run_id)
+            left = f"grow it again (--capevolve-grow) or book it ({book})"
         raise CandidateError(
             f"{tag!r} was grown against {best!r} (look {look}): its verdict is at the pooled n; {left}"
         )

@@ -28,6 +28,7 @@ from .._policy.repeats.identity import (
 from .._project.candidate import SEED_TAG, CandidateError, check_tag, content_hash, null_control_of
 from .._project.spec import Spec, SpecError, splits_for, to_stored
 from .._project.splits import TEST_SPLIT
+from .._project.way_on import commit_command
 from .._store.log.event_kinds import FINALIZE_STARTED, SESSION_STARTED
 from .._store.memory import task_keys
 from .._store.memory.seal import Seal
@@ -325,12 +326,12 @@ def _refuse_an_accept_left_unbooked(rundir: RunDir, best: str) -> None:
         and booked_decision(rundir, tag) is None
     ]
     if pending:
-        tag = pending[0]
+        tag, run = pending[0], (rundir.project_dir, rundir.run_id)
         raise RunDirError(
             f"run {rundir.run_id}: {tag!r} has an ACCEPT against the best {best!r} that no decision books; a "
             f"finalize now would seal {best!r}, and no accept can be booked in a finalized run. Book it "
-            f"first (capevolve commit {tag} --decision accept), or pass on it on the record (capevolve "
-            f"commit {tag} --decision reject --reject-basis gate --force), then finalize"
+            f"first ({commit_command(tag, 'accept', *run)}), or pass on it on the record "
+            f"({commit_command(tag, 'reject', *run, '--reject-basis', 'gate', '--force')}), then finalize"
         )
 
 

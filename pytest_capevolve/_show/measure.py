@@ -17,10 +17,11 @@ from .._decide.calibration import Calibration, calibration
 from .._decide.screen import ledger as screen_ledger
 from .._decide.screen import ledger_line
 from .._engine import confinement as boundary
-from .._project.candidate import SEED_TAG
+from .._project import way_on
+from .._project.candidate import SEED_TAG, null_control_of
 from .._project.spec import Spec
 from .._store.decisions.state_tally import FORCED_LABEL, labelled_accepts, short
-from .._store.log.event_kinds import BEST_CHANGED, DECISION, SCREEN
+from .._store.log.event_kinds import BEST_CHANGED, CANDIDATE_REGISTERED, DECISION, GROWN, SCREEN, VERDICT
 from .._store.log.log_views import digest
 from .._store.memory.project_seal import REUSED_LABEL
 from .._store.memory.seal import Seal
@@ -86,10 +87,41 @@ class Measurement:
     calibration: Calibration | None = None  # the null controls' accept tally
     # whether candidate code and the optimizer were confined: {"candidate_code": …, "optimizer": …}
     confinement: dict[str, str] = field(default_factory=dict)
+    # candidates no verdict judged, their val rollouts incomplete (:func:`unjudged_tags`)
+    unjudged: list[str] = field(default_factory=list)
 
     @property
     def null_result(self) -> bool:
+        """The best is the seed: the table shows the seed alone (a null result only when nothing is
+        left :attr:`unjudged`)."""
         return self.best == SEED_TAG
+
+
+def unjudged_tags(rundir: RunDir, events: list[dict[str, Any]], val_ids: list[str], trials: int) -> list[str]:
+    """The candidates a session began to pay on val that no verdict, screen, grow or decision followed,
+    their val rollouts incomplete: a gate cut off (Ctrl-C, a kill) before any verdict, or a session
+    that evaluated a subset. Nothing was decided about them, so a best still the seed is no null result
+    while one is left (``events``: the log, its rollout lines aside)."""
+    settled = {str(e.get("tag")) for e in events if e.get("kind") in (VERDICT, SCREEN, GROWN, DECISION)}
+    registered = dict.fromkeys(str(e.get("tag")) for e in events if e.get("kind") == CANDIDATE_REGISTERED)
+    tags = [t for t in registered if t not in settled and t != SEED_TAG and null_control_of(t) is None]
+    if not tags or not val_ids:
+        return []
+    records = index_records(rundir.rollouts.indexed_rollouts("val", tags))
+    cells = [(task_id, k) for task_id in val_ids for k in range(trials)]
+    return [
+        tag
+        for tag in tags
+        if records.get(tag)  # paid on val: a session began it (a train-only evaluation is no gate)
+        and any(r is None or r.infra_error is not None for r in map(records[tag].get, cells))
+    ]
+
+
+def unjudged_label(rundir: RunDir, tags: list[str], *, finalized: bool) -> str:
+    """A best still the seed while ``tags`` are unjudged: not a null result, and the way on."""
+    said = way_on.unjudged(tags[0], rundir.run_id, rundir.project_dir, finalized=finalized)
+    also = f" (never judged either: {', '.join(map(repr, tags[1:]))})" if tags[1:] else ""
+    return f"not a null result: nothing was decided — {said}{also}"
 
 
 def measure(
@@ -103,13 +135,19 @@ def measure(
     best = str(state["best_id"])
     result = Measurement(rundir.run_id, rundir.root, best)
     tags = [SEED_TAG] if best == SEED_TAG else [SEED_TAG, best]
-    result.labels.append(
-        "null result: no candidate was accepted, the seed is still the best; there is no improvement to "
-        "report"
-        if result.null_result
-        else "selected on val: the best was chosen for its val score, so its val gain is optimistic; only "
-        "the test row is held out"
-    )
+    if result.null_result:
+        result.unjudged = unjudged_tags(rundir, events, list(splits["val"]), spec.num_trials)
+    if result.unjudged:  # a gate cut off decided nothing: "no improvement" would be a finding it never made
+        finalized = Seal(rundir).closed() is not None
+        result.labels.append(unjudged_label(rundir, result.unjudged, finalized=finalized))
+    else:
+        result.labels.append(
+            "null result: no candidate was accepted, the seed is still the best; there is no improvement "
+            "to report"
+            if result.null_result
+            else "selected on val: the best was chosen for its val score, so its val gain is optimistic; "
+            "only the test row is held out"
+        )
     for split in ("val", "train"):
         records = (known or {}).get(split)
         if records is None and splits[split]:

@@ -12,6 +12,8 @@ by a forged log line, a best booked against the gate shown as if the gate had ac
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 from run_log import events as _events
 from run_log import one_line as _one_line
@@ -214,9 +216,10 @@ def test_an_accept_is_not_booked_in_a_finalized_run(example, projects, capevolve
     assert refused.ret == 4 and "no decision books" in refused.stderr.str(), refused.stderr.str()
     assert not (projects.run_dir(project) / "seal.json").exists()
     # the second way on, as printed: pass on it on the record, then finalize
-    way_on = "capevolve commit improved --decision reject --reject-basis gate --force"
-    assert way_on in refused.stderr.str()
-    assert main([*way_on.split()[1:], "--project", str(project)]) == 0
+    way_on = shlex.split(refused.stderr.str().split("pass on it on the record (", 1)[1].split(")", 1)[0])
+    assert way_on[:3] == ["capevolve", "commit", "improved"], way_on
+    assert way_on[-5:] == ["--decision", "reject", "--reject-basis", "gate", "--force"], way_on
+    assert main(way_on[1:]) == 0
     assert capevolve(project, finalize=True).ret == 0
     capsys.readouterr()
     code = main(["commit", "improved", "--project", str(project), "--decision", "accept", "--force"])

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import git
@@ -368,3 +369,140 @@ def test_an_optimizer_that_fails_three_times_in_a_row_stops_the_loop(toy_calc_ba
     assert code == 0, err
     assert len(summary["iterations"]) == 4 and not summary["stopped"].startswith("optimizer:"), summary
     assert summary["iterations"][-1]["basis"] != "repeat", summary["iterations"]
+
+
+HELD = '''
+
+import os as _os
+import threading as _threading
+
+
+class HeldCalc(ToyCalcAdapter):
+    """With CAPEVOLVE_TEST_HOLD set, a candidate's rollouts (a prompt holding a rule the seed's lacks)
+    hold after the first, as a slow API would, until the session stops; observed/ is in
+    sandbox_writable."""
+
+    def run_target(self, task, ctx, *, seed):
+        prompt = (Path(ctx) / "prompt.md").read_text().lower()
+        candidate = "multiply carefully" in prompt or "mind the sign" in prompt
+        first = Path(__file__).parent / "observed" / "first"
+        if candidate and _os.environ.get("CAPEVOLVE_TEST_HOLD"):
+            if first.exists():
+                _threading.Event().wait(900)
+            first.write_text(task.id)
+        return super().run_target(task, ctx, seed=seed)
+'''
+
+
+def _children(parent: int, word: bytes = b"") -> list[int]:
+    """The processes ``parent`` started whose command line holds ``word``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            words = (stat.parent / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):  # gone meanwhile
+            continue
+        if ppid == parent and any(word in w for w in words):
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process under ``pid``: a session's xdist workers and sandbox children."""
+    below = _children(pid)
+    return below + [p for child in below for p in _descendants(child)]
+
+
+def _ended(pid: int) -> bool:
+    """``pid`` exited (gone, or a zombie no one reaped yet)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def _wait_for(done, bound: float, what: str) -> None:
+    """Poll the record until ``done()``; ``bound`` seconds only end a test that would hang (a
+    generous bound, not a timing assertion: nothing is asserted of how long it took)."""
+    deadline = time.monotonic() + bound
+    while not done():
+        assert time.monotonic() < deadline, f"still waiting for {what} after {bound:.0f} s"
+        time.sleep(0.1)
+
+
+def _candidate_paid(project: Path) -> bool:
+    runs = project / ".capevolve" / "runs"
+    log = next(runs.iterdir(), None) if runs.is_dir() else None
+    if log is None or not (log / "events.jsonl").is_file():
+        return False
+    lines = (log / "events.jsonl").read_text().splitlines()
+    return any('"kind": "rollout"' in line and '"tag": "cand_0001"' in line for line in lines)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG) is Linux's")
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_a_killed_hill_climb_stops_its_gate_session_and_the_resume_decides_as_an_uninterrupted_run(
+    example, projects, capsys, monkeypatch, workers
+):
+    """`kill -9` of `capevolve hill-climb` while its gate session pays: the session went on paying
+    rollouts unattended (and `--resume` waited for its claims). It stops as on Ctrl-C — over xdist
+    too, where the signal reaches the controller alone, not the whole terminal's process group — and
+    the resume pays only what is missing and decides what an uninterrupted loop decides."""
+    project = example("toy_calc")
+    projects.add_adapter(project, HELD, "adapter.py:HeldCalc")
+    projects.writable(project, "observed")
+    optimizer = f"{PY} optimizer.py {{workdir}} {{prompt}}"
+    loop = [PY, "-m", "pytest_capevolve._cli.main", "hill-climb", str(project), "--optimizer", optimizer]
+    loop += ["--max-iterations", "1", *workers]
+    with open(project.parent / "loop.out", "wb") as out:
+        climb = subprocess.Popen(
+            loop,
+            env={**os.environ, "CAPEVOLVE_TEST_HOLD": "1"},
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+        )
+    try:
+        # the gate session has paid cand_0001's first rollout and holds the next
+        _wait_for(lambda: _candidate_paid(project) or climb.poll() is not None, 600, "cand_0001's rollout")
+        assert climb.poll() is None, (project.parent / "loop.out").read_text()[-3000:]
+        (session,) = _children(climb.pid, b"pytest")
+        below = _descendants(session)  # its workers, and sandbox children: one holds cand_0001's rollout
+        assert below
+        climb.kill()  # SIGKILL: no handler of the loop's runs
+        climb.wait()
+        _wait_for(lambda: _ended(session), 300, f"the gate session {session} to stop")
+        _wait_for(lambda: all(map(_ended, below)), 300, f"the processes under it {below} to stop")
+    finally:
+        if climb.poll() is None:
+            climb.kill()
+    gate_log = (run_dir(project) / "hill_climb" / "cand_0001" / "gate.log").read_text()
+    assert "KeyboardInterrupt" in gate_log, gate_log[-3000:]  # stopped as Ctrl-C stops a session
+    val = run_dir(project) / "rollouts" / "val"
+    paid = {p.name for p in val.glob("*__cand_0001__*.json")}
+    assert len(paid) == 1, paid  # the one it paid is kept, the one in flight lost
+    kept = len([p for p in val.glob("*.json") if "__seed__" not in p.name])  # the nulls' too
+
+    monkeypatch.delenv("CAPEVOLVE_TEST_HOLD", raising=False)
+    code, resumed, err = hill_climb(
+        capsys, project, "--optimizer", optimizer, "--max-iterations", "1", "--resume"
+    )
+    assert code == 0, err
+    clean = example("toy_calc", "clean")  # the same loop, never interrupted
+    projects.add_adapter(clean, HELD, "adapter.py:HeldCalc")
+    projects.writable(clean, "observed")
+    code, uninterrupted, err = hill_climb(capsys, clean, "--optimizer", optimizer, "--max-iterations", "1")
+    assert code == 0, err
+
+    def decided(root: Path) -> dict:
+        numbers = ("decision", "against", "n_tasks", "delta_mean", "p_value", "coverage")
+        verdicts = sorted((run_dir(root) / "verdicts").glob("*.json"))
+        return {v.stem: {k: json.loads(v.read_text()).get(k) for k in numbers} for v in verdicts}
+
+    assert decided(project) == decided(clean) and "cand_0001" in decided(project)
+    assert resumed["accepted"] == uninterrupted["accepted"] and resumed["best"] == uninterrupted["best"]
+    gate_log = (run_dir(project) / "hill_climb" / "cand_0001" / "gate.log").read_text()
+    # paid only the rest: what the cut-off session kept and the seed's 12 reused, of 48
+    said = f"rollouts: {48 - 12 - kept} paid, {12 + kept} reused"
+    assert said in gate_log.split("KeyboardInterrupt")[-1], gate_log[-3000:]

@@ -329,7 +329,7 @@ def test_a_microcase_reject_tried_as_an_accept_names_its_own_basis_to_book(
     assert code == 2 and "--reject-basis micro_test_fail)" in err, err
     pasted = shlex.split(err.split("Book what it decided (", 1)[1].split(")", 1)[0])
     assert pasted[:2] == ["capevolve", "commit"], pasted
-    code, out, err = run(capsys, *pasted[1:3], str(project), *pasted[3:])  # the project after its tag
+    code, out, err = run(capsys, *pasted[1:])  # this run of this project, as printed
     assert code == 0, err
     assert json.loads(out)["basis"] == "micro_test_fail"
 
@@ -431,3 +431,92 @@ def test_capevolve_gate_of_a_tag_whose_session_was_cut_off_says_it_is_no_verdict
     gated = pytester.runpytest(*pasted[1:], "-p", "no:cacheprovider")
     assert gated.ret == 0 and "reused" in gated.stdout.str(), gated.stdout.str()[-3000:]
     assert run(capsys, "gate", "careful", str(project))[0] == 0
+
+
+def test_a_printed_commit_pasted_after_a_newer_run_began_books_into_the_run_that_printed_it(
+    toy_calc_baseline, projects, capevolve, capsys
+):
+    """A gate left its decision to `capevolve commit` (`--capevolve-commit none`) and printed the line
+    that books it; a newer run of the project began before it was pasted. The line said
+    `capevolve commit careful . --decision accept`, which books into the newest run: "unknown tag"."""
+    project = toy_calc_baseline  # pytester's folder holds it: '.' is no project
+    first = projects.run_dir(project)
+    gated = capevolve(project, "careful", gate=True, extra=["--capevolve-commit", "none"])
+    out = gated.stdout.str()
+    assert gated.ret == 0 and "1 decided but not booked: `" in out, out[-3000:]
+    pasted = shlex.split(out.split("1 decided but not booked: `", 1)[1].split("`")[0])
+    assert capevolve(project, extra=["--capevolve-new-run"]).ret == 0
+    assert projects.run_dir(project) != first  # the newest run is now another
+
+    code, out, err = run(capsys, *pasted[1:])
+
+    assert pasted[:3] == ["capevolve", "commit", "careful"] and code == 0, err
+    assert json.loads((first / "state.json").read_text())["best_id"] == "careful"
+    assert json.loads((projects.run_dir(project) / "state.json").read_text())["best_id"] == "seed"
+
+
+CUT_OFF = "not a null result: nothing was decided — no session has judged 'careful' in run "
+
+
+def _cut_off_gate(project, capevolve) -> None:
+    """'careful' with one val rollout paid and no verdict: what a gate session cut off (Ctrl-C, a kill)
+    leaves (a session on one of its items, as the test of `capevolve gate`'s wording does)."""
+    task = split_ids(project, "val")[0]
+    one = capevolve(project, "careful", extra=[f"val::{task}[careful-t0]"])
+    assert "rollouts: 1 paid" in one.stdout.str(), one.stdout.str()[-2000:]
+
+
+def test_a_gate_cut_off_before_its_verdict_is_no_null_result_and_its_gate_pays_only_whats_missing(
+    toy_calc_baseline, projects, capevolve, capsys, pytester
+):
+    """`measure`, report.md and the dashboard said "null result: no candidate was accepted … no
+    improvement to report" for a run whose only gate was cut off: nothing had been decided. They say
+    so now, with `capevolve gate`'s wording and way on, which, pasted, judges it."""
+    project = toy_calc_baseline  # pytester's folder holds it: '.' is no project
+    _cut_off_gate(project, capevolve)
+
+    code, out, err = run(capsys, "measure", str(project))
+    assert run(capsys, "dashboard", str(project))[0] == 0
+
+    assert code == 0 and f"NOTE {CUT_OFF}" in out and "null result: no candidate" not in out, out + err
+    rundir = projects.run_dir(project)
+    report = (rundir / "report.md").read_text()
+    assert "> **not a null result**: nothing was decided — no session has judged 'careful'" in report, report
+    dashboard = (rundir / "dashboard.html").read_text()
+    assert (
+        "not a null result: nothing was decided" in dashboard and "null result: no candidate" not in dashboard
+    )
+    pasted = shlex.split(out.split("pays only the missing rollouts and judges it: `", 1)[1].split("`")[0])
+    assert pasted[0] == "pytest" and "CANDIDATE_FOLDER" not in pasted, pasted
+    gated = pytester.runpytest(*pasted[1:], "-p", "no:cacheprovider")
+    # the seed's 12 and careful's one rollout reused; careful's 11 others and two null controls' paid
+    assert gated.ret == 0 and "rollouts: 35 paid, 13 reused" in gated.stdout.str(), gated.stdout.str()[-3000:]
+    code, out, _ = run(capsys, "measure", str(project))
+    assert code == 0 and "not a null result" not in out and "NOTE selected on val" in out, out
+
+
+def test_a_finalize_after_a_gate_cut_off_says_no_null_result_and_names_the_gate_in_a_new_run(
+    toy_calc_baseline, projects, capevolve, pytester
+):
+    """The finalize summary said "best is the seed: a null result" and its seal ``null_result: true``
+    when a gate had been cut off; the way on is a new run's gate (this one chooses no new best)."""
+    project = toy_calc_baseline  # pytester's folder holds it: '.' is no project
+    _cut_off_gate(project, capevolve)
+
+    final = capevolve(project, finalize=True)
+
+    out = final.stdout.str()
+    assert final.ret == 0 and f"best is the seed, {CUT_OFF}" in out, out[-3000:]
+    first = projects.run_dir(project)
+    assert json.loads((first / "seal.json").read_text())["null_result"] is False
+    pasted = shlex.split(out.split("a gate session in a new run judges it: `", 1)[1].split("`")[0])
+    assert pasted[0] == "pytest" and "--capevolve-new-run" in pasted, pasted
+    gated = pytester.runpytest(*pasted[1:], "-p", "no:cacheprovider")
+    assert gated.ret == 0, gated.stdout.str()[-3000:]
+    assert json.loads((projects.run_dir(project) / "state.json").read_text())["best_id"] == "careful"
+
+
+def test_a_gate_that_rejected_keeps_its_null_result(noop_gated, capsys):
+    """A true null result: the candidate was gated and rejected; measure says so as before."""
+    code, out, _ = run(capsys, "measure", str(noop_gated))
+    assert code == 0 and "NOTE null result: no candidate was accepted" in out and "not a null" not in out, out

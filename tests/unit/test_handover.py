@@ -129,7 +129,9 @@ def test_process_md_gates_at_the_loops_schedule_unless_the_spec_names_one(tmp_pa
     plain = render_process(load_spec(project), "r1", project / "w", "a1", "seed", "agent")
     # the command works inside `capevolve agent` as printed: through the broker, with no `-o`
     # (the broker refuses one; a run holding work copies gates at the loop's schedule by itself)
-    assert f"`capevolve pytest --capevolve-run {project} --capevolve-candidate" in plain  # pasteable
+    # pasteable, into this run whatever run of the project is the newest by then
+    assert f"`capevolve pytest --capevolve-run {project} --capevolve-run-id r1 --capevolve-candidate" in plain
+    assert f"`capevolve commit a1 {project} --run-id r1 --decision accept|reject ...`" in plain
     assert "--capevolve-gate --capevolve-commit none`" in plain and " -o " not in plain
     assert "by the `addis` schedule" in plain
     spec = project / "capevolve.yaml"

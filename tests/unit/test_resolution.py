@@ -252,15 +252,14 @@ def test_a_gate_decision_left_unbooked_is_said_so_with_the_command_that_books_it
         {"kind": "gate_decision", "tag": "c2", "decision": "reject"},
         {"kind": "decision", "tag": "c2", "decision": "reject"},
     ]
-    reuse = val_reuse(_loop_spec("constant"), events, {}, 30)
-    assert (
-        reuse["unbooked"] == {"c1": "accept"} and reuse["book"] == "capevolve commit c1 . --decision accept"
-    )
+    reuse = val_reuse(_loop_spec("constant"), events, {}, 30, run_id="r1")
+    book = "capevolve commit c1 . --run-id r1 --decision accept"  # this run's, however new another is
+    assert reuse["unbooked"] == {"c1": "accept"} and reuse["book"] == book
     said = decisions_said(reuse)
     assert said.startswith(
         "val reuse (constant): 2 gate decision(s) on val so far, 1 decided but not booked: "
     )
-    assert "`capevolve commit c1 . --decision accept` books 'c1'; the next gets α = 0.05" in said
+    assert f"`{book}` books 'c1'; the next gets α = 0.05" in said
     # a session under commit auto books its own decisions right after the line: an earlier one waits
     events.append({"kind": "gate_decision", "tag": "c3", "decision": "accept"})
     reuse = val_reuse(_loop_spec("constant"), events, {}, 30, booking={"c3"})

@@ -6,7 +6,6 @@ refuted), views of the log's ``decision`` events."""
 
 from __future__ import annotations
 
-import shlex
 import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 from ..._engine import confinement
 from ..._project.candidate import SEED_TAG, CandidateError, bounded, changed_files, unified_diff
 from ..._project.spec import Spec
-from ..._project.way_on import pasteable, shown
+from ..._project.way_on import commit_command, pasteable
 from ..._show.numbers import num
 from ..._store.decisions.state_tally import short
 from ..._store.log.event_kinds import (
@@ -64,11 +63,10 @@ def book(
         refuse_unknown(rundir, tag, verdict)
         first = _standing_decision(rundir, tag)
         if first is not None and (not force or tag == best):  # a repair would leave the best in place
+            flags = ["--reject-basis", basis or "gate"] if decision == "reject" else []
             repair = (  # this run of this project, whatever the newest run or the current folder
-                f"repair the record with `capevolve commit {shlex.quote(tag)} "
-                f"{shlex.quote(shown(rundir.project_dir)) + ' ' if rundir.project_dir else ''}"
-                f"--run-id {rundir.run_id} --decision {decision}"
-                f"{' --reject-basis ' + (basis or 'gate') if decision == 'reject' else ''} --force`"
+                "repair the record with "
+                f"`{commit_command(tag, decision, rundir.project_dir, rundir.run_id, *flags, '--force')}`"
                 if tag != best
                 else pasteable(
                     "start a new run (`pytest --capevolve-run PROJECT --capevolve-new-run`): it is the "

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from ..._decide.basis import REJECT_BASES, Basis
 from ..._project.spec import Spec
-from ..._project.way_on import pasteable, shown
+from ..._project.way_on import commit_command, pasteable, shown
 from ..._store.files import read_json
 from ..._store.log.event_kinds import GATE_DECISION, ROLLOUT, SCREEN
 from ..._store.rundir import RunDir
@@ -139,8 +139,8 @@ def full_verdict_against_best(
         raise CommitRefused(
             f"accepting {tag!r} needs a full-val verdict against the current best {best!r}; its "
             f"verdict scored no val task ({verdict.get('decision')}: {verdict.get('reason')}). Book "
-            f"what it decided (capevolve commit {tag} --decision reject --reject-basis "
-            f"{_booked_basis(verdict)}), or change the bytes and gate them under a new tag"
+            f"what it decided ({_book_reject(rundir, tag, _booked_basis(verdict))}), or change the bytes "
+            "and gate them under a new tag"
         )
     if not full or verdict is None or verdict.get("against") != best:
         seen = "no verdict" if verdict is None else f"a verdict against {verdict.get('against')!r}"
@@ -159,11 +159,13 @@ def check_gate_scored(rundir: RunDir, tag: str, verdict: dict[str, Any] | None) 
     raise CommitRefused(
         f"{tag!r} was not refuted by the gate: its verdict scored no val task ({verdict.get('decision')}: "
         f"{verdict.get('reason')}). Book what it decided: "
-        + pasteable(
-            f"`capevolve commit {tag} PROJECT --decision reject --reject-basis {_booked_basis(verdict)}`",
-            rundir.project_dir,
-        )
+        f"`{_book_reject(rundir, tag, _booked_basis(verdict))}`"
     )
+
+
+def _book_reject(rundir: RunDir, tag: str, basis: str) -> str:
+    """The commit that books ``tag`` a reject on ``basis`` in this run of this project."""
+    return commit_command(tag, "reject", rundir.project_dir, rundir.run_id, "--reject-basis", basis)
 
 
 def _booked_basis(verdict: dict[str, Any]) -> str:
@@ -236,11 +238,7 @@ def check_screen_kill(rundir: RunDir, tag: str, basis: str) -> None:
             b for b, ground in SCREEN_KILL_BASES.items() if any(e.get("basis") == ground for e in kills)
         ]
         way_on = (
-            pasteable(
-                f"book the ground it was killed on: `capevolve commit {tag} PROJECT --decision reject "
-                f"--reject-basis {supported[0]}`",
-                rundir.project_dir,
-            )
+            f"book the ground it was killed on: `{_book_reject(rundir, tag, supported[0])}`"
             if supported
             else f"Screen it ({evaluating(rundir, tag, '--capevolve-screen 1')}) or give the basis the "
             "record supports"

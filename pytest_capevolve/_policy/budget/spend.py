@@ -125,7 +125,9 @@ def spend_report(
     # the α schedule and level the run's next decision is taken at: frozen at its first decision
     # (a loop's schedule unless the spec names one), not the spec file's default
     decided = next_decision_spec(spec, rundir, loop=loop)
-    reuse = val_budget.val_reuse(decided, events, rundir.verdicts.verdicts(), len(val_ids))
+    reuse = val_budget.val_reuse(
+        decided, events, rundir.verdicts.verdicts(), len(val_ids), run_id=rundir.run_id
+    )
     alarm = val_budget.run_calibration(decided, events)
     reach = resolution(decided, events, len(val_ids), n_siblings)
     best_means = stats.task_means(reward_matrix(records.get(best, {}), val_ids, trials)).tolist()

@@ -11,7 +11,7 @@ from typing import Any, TypedDict
 from ..._decide import alpha_budget
 from ..._decide.calibration import Calibration, calibration
 from ..._project.spec import Spec
-from ..._project.way_on import pasteable
+from ..._project.way_on import commit_command
 from ..._stats.sign_flip import NOT_ESTIMABLE
 from ..._store.log.event_kinds import DECISION, GATE_DECISION, NULL_GATED
 
@@ -54,6 +54,9 @@ def val_reuse(
     verdicts: dict[str, dict[str, Any]],
     n_val: int,
     booking: Collection[str] = (),  # tags booked right after (a session under commit auto): not unbooked
+    # the run whose events these are, so the printed commit books into it; None only where there is
+    # no run (events made up by a unit test): the commit then names none
+    run_id: str | None = None,
 ) -> ValReuse:
     decided = alpha_budget.decisions_so_far(events)
     waiting = {t: d for t, d in unbooked(events).items() if t not in booking}
@@ -111,10 +114,7 @@ def val_reuse(
         ),
         "unbooked": waiting,
         "book": next(
-            (
-                pasteable(f"capevolve commit {t} PROJECT --decision {BOOK.get(d, '…')}", spec.project_dir)
-                for t, d in waiting.items()
-            ),
+            (commit_command(t, BOOK.get(d, "…"), spec.project_dir, run_id) for t, d in waiting.items()),
             None,
         ),
         "source": "events.jsonl (gate_decision and decision lines), verdicts/*.json (se, n_tasks)",

@@ -7,7 +7,6 @@ an accept's exit. The session and ``capevolve gate`` judge the same evidence and
 from __future__ import annotations
 
 import contextlib
-import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -17,11 +16,12 @@ from typing import Any, cast
 from ..._decide.alpha_budget import looks_record
 from ..._decide.basis import Basis
 from ..._decide.verdict import INDECISIVE, Verdict
+from ..._project import way_on
 from ..._project.spec import Spec
-from ..._project.way_on import candidate_folder, shown
 from ..._store.files import RunDirError
 from ..._store.log import paid_by
 from ..._store.log.event_kinds import VERDICT
+from ..._store.memory.seal import Seal
 from ..._store.readers.evidence import ByTag, first_outcomes, index_records, repaid_details
 from ..._store.rundir import RunDir
 from ..._store.snapshots import unknown_tag
@@ -107,19 +107,8 @@ def unjudged(rundir: RunDir, verdict: Verdict) -> str | None:
         e.get("tag") == verdict.tag for e in rundir.log.of_kinds(VERDICT)
     ):
         return None
-    project = rundir.project_dir
-    folder = candidate_folder(verdict.tag, project, "CANDIDATE_FOLDER")
-    where = (
-        f"--capevolve-run {shlex.quote(shown(project))} "
-        if project is not None
-        else "--capevolve-run PROJECT "
-    )
-    return (
-        f"no session has judged {verdict.tag!r} in run {rundir.run_id}, and its val rollouts are incomplete "
-        "(a session cut off, or one that evaluated a subset): this is no verdict. A gate session pays only "
-        f"the missing rollouts and judges it: `pytest {where}--capevolve-run-id {rundir.run_id} "
-        f"--capevolve-candidate {folder} --capevolve-gate`"
-    )
+    finalized = Seal(rundir).closed() is not None  # closed to gates: the session is a new run's
+    return way_on.unjudged(verdict.tag, rundir.run_id, rundir.project_dir, finalized=finalized)
 
 
 def _recorded(rundir: RunDir, tag: str) -> tuple[dict[str, Any] | None, list[str]]:
