@@ -33,17 +33,12 @@ import numpy as np
 from scipy import stats as sps
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sprt_floor import exchangeable, outcome_law  # noqa: E402
 from trials_first import Paired  # noqa: E402
+
+from pytest_capevolve._stats.outcome_bets import design_steps  # noqa: E402  (the gate's own design table)
 
 ALPHA = 0.05
 RESAMPLES = 1000
-
-
-def design_steps(pool: np.ndarray, effect: float, trials: int) -> np.ndarray:
-    """log(1 + θ(a, b)) for every (a, b): the log-factor a task's outcome multiplies the wealth by."""
-    law = outcome_law(pool, effect, trials)
-    return np.asarray(np.log(law) - np.log(exchangeable(law)))
 
 
 def _stops(paths: np.ndarray, low: float, high: float) -> tuple[np.ndarray, np.ndarray]:
@@ -126,23 +121,38 @@ def precise_n80(
 
 
 def design(mix: bool) -> np.ndarray:
-    """The design's log-steps: bets for +0.10 on the synthetic mix (seed 2026), or with ``mix`` the
+    """The design's log-steps: the gate's bets for +0.10 on the synthetic mix, or with ``mix`` the
     mean wealth of the +0.05 and +0.10 designs (stacked)."""
-    import cost_per_decision as bench  # noqa: PLC0415  (a sibling that imports this one)
-
-    pool = bench.synthetic_rates(np.random.default_rng(2026))
     if mix:
-        return np.stack([design_steps(pool, 0.05, 3), design_steps(pool, 0.10, 3)])
-    return design_steps(pool, 0.10, 3)
+        return np.stack([design_steps(3, 0.05), design_steps(3, 0.10)])
+    return design_steps(3, 0.10)
 
 
-def precise(steps: np.ndarray, effect: float, draws: int, seed: int, lows: tuple[float, ...]) -> None:
+def precise(
+    steps: np.ndarray, effect: float, draws: int, seed: int, lows: tuple[float, ...], gate: bool = False
+) -> None:
     """On the τ² rates: the fixed exact gate's and the design's N80 and rollouts at integer N on
-    ``draws`` candidates (the same ones for both), ±2 SE."""
+    ``draws`` candidates (the same ones for both), ±2 SE; with ``gate``, the package's sequential gate
+    (``cost_per_decision.sequential``: outcome bets, delta futility, exact rule and swap p at the end) and
+    its delta e-process before issue 40 instead of the designs."""
     import cost_per_decision as bench  # noqa: PLC0415
 
     rng = np.random.default_rng(seed)
     arms = bench.population(rng, bench.real_rates(), effect, draws, 3)
+    if gate:
+        top = 160 if effect >= 0.1 else 520
+        arms = bench.Arms(arms.cand[:, :top], arms.best[:, :top], arms.cand, arms.best)
+        n80, se, paid = precise_n80(bench.fixed_exact, arms)
+        print(f"  fixed exact: N80 {n80:.1f} ± {2 * se:.1f} (2 SE), {draws:,} candidates per N", flush=True)
+        for name, path in (
+            ("sequential (outcome bets)", bench.sequential),
+            ("seq. Δ bets", bench.sequential_delta),
+        ):
+            n, n_se, cost = precise_n80(path, arms)
+            ratio = cost / paid
+            err = 2 * ratio * float(np.hypot(n_se / n, se / n80))
+            print(f"  {name}: N80 {n:.1f}, ×fixed {ratio:.3f} ± {err:.3f}", flush=True)
+        return
     top = 160 if effect >= 0.1 else 520
     arms = bench.Arms(arms.cand[:, :top], arms.best[:, :top], arms.cand, arms.best)
     n80, se, paid = precise_n80(bench.fixed_exact, arms)
@@ -185,6 +195,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--precise", type=int, default=0, metavar="DRAWS", help="only: N80 at integer N, τ², +0.10 and +0.05"
     )
+    parser.add_argument("--gate", action="store_true", help="with --precise: the package's sequential gate")
     args = parser.parse_args(argv)
     import cost_per_decision as bench  # noqa: PLC0415  (a sibling that imports this one)
 
@@ -196,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.precise:
         for effect in (0.10, 0.05):
             print(f"τ² {effect:+.2f}:")
-            precise(steps, effect, args.precise, args.seed, (LOWS[1],))
+            precise(steps, effect, args.precise, args.seed, (LOWS[1],), gate=args.gate)
     if args.type_one or args.precise:
         print(f"({time.perf_counter() - start:.0f} s)")
         return
