@@ -21,7 +21,7 @@ Designs: the bets of one design effect (``fixed``), a weighted mean of several d
 effect is learned from the tasks already seen (``plug-in``: before task t the design effect is the
 mean delta of tasks 1 … t − 1, shrunk to a prior of +0.10 with the weight of ``m`` tasks, on a grid of
 0.01; a bet fixed before its task is seen, so the wealth stays a martingale). Every design's laws come
-from the synthetic mix (seed 2026), not the τ² pool measured on, as ``outcome_bets.py``'s.
+from the synthetic mix (the package's design table, the mix integrated exactly), not the τ² pool measured on, as ``outcome_bets.py``'s.
 
 Printed per design, on the τ² rates (``--draws`` candidates per N, common random numbers: N reads a
 prefix; the fixed exact gate through ``sprt_floor.fixed_power`` on the very same candidates): its

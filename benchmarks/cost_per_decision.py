@@ -22,10 +22,12 @@ The paths, each through the package's own decision functions:
 
 - ``fixed exact``: the default gate rule (``_decide/rules.py`` ``exact``: the paired
   sign-flip test at α = 0.05) on all N tasks.
-- ``sequential``: ``_decide/stopping.py`` levels and ``_stats/sequential.py`` e-processes
-  (efficacy at 1/α, futility at ``gate_min_effect`` 0.05), at exhaustion the exact rule and the
-  joint p (``exhaustion_p``, 1,000 resamples here; the session uses 20,000, fewer only costs
-  power).
+- ``sequential``: the sequential gate as a session runs it on binary rewards: ``_decide/stopping.py``
+  ``track`` on each candidate's tasks in order (efficacy bets on each task's (a, b),
+  ``_stats/outcome_bets.py``; futility on the deltas at ``gate_min_effect`` 0.05), at exhaustion the
+  exact rule and the joint p (``stopping.joint_p``: the swap p, 1,000 resamples here; the session
+  uses 20,000, fewer only costs power). ``seq. Δ bets``: the same calls fed each task's delta alone
+  (the aGRAPA e-process and ``exhaustion_p``): the gate before session 28, and on graded rewards.
 - ``screen+grow``: the documented ladder with ``grow_max_looks: 3``: a tier-1 screen
   (``_decide/screen.py``: ``select``, ``decide_screen`` with its ceiling) that can kill; a
   promote is gated on full val at α/2 (``_decide/alpha_budget.py``) reusing the screen's rollouts; a
@@ -43,12 +45,6 @@ The paths, each through the package's own decision functions:
   futility stop (a look with Δ̄ ≤ 0 rejects). ``t-1st+e``: the sequential gate inside each round
   (``trials_first_e``: round k's e-processes read the k-trial deltas task by task at the round's
   level), the exact rule at its level at the end. Rollouts: N per look paid (or per task read).
-- ``(a,b) bets``: a proposal, not the gate (``outcome_bets.py``): an e-process on each task's
-  candidate and best successes (a, b), its bets fixed in advance from a design alternative (+0.10
-  on the synthetic mix), fair whenever the arms are exchangeable (Ville: accepts at 1/α), a binding
-  futility stop at log-wealth −2.5, and at the end of val a joint swap p replaying the path. At +0.05
-  it does not reach 80 % at any val size: bets sized for +0.10 grow at about zero rate at +0.05.
-
 The 80 % point is interpolated linearly between the two grid points around it (val size,
 rollouts, and the null's acceptance rate and rollouts alike); ``power*`` is each path's power on
 the fixed exact gate's 80 % val, the same val for every path. The numbers move by a few hundredths
@@ -56,7 +52,7 @@ between seeds at the default ``--draws 300`` — the fixed gate's own N80 more t
 at +0.10 here, 63.6–65.5 at 4,000–20,000 candidates per integer N (``sprt_floor.py``,
 ``outcome_bets.py --precise``), so every ratio here may read up to 0.1× low; the precise ones are
 theirs. Time: 898 s wall, 188 s CPU, on a 2-core machine at load 12–14 (the whole table, SPRT rows
-and ``(a,b) bets`` included); ``--quick`` (100 draws, 1,000 SPRT paths) 394 s wall at load 9.
+and the session-24 ``(a,b) bets`` row, since dropped, included); ``--quick`` (100 draws, 1,000 SPRT paths) 394 s wall at load 9.
 
 **The floor, computed (``sprt_floor.py``).** Three ``SPRT`` rows are Wald's sequential probability
 ratio test of the per-task outcome law at the effect (P₁) against a null, its thresholds tuned by
@@ -502,9 +498,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(
         "0.6× at +0.10 is above the floor, barely: an SPRT that knows the effect's law spends 0.58× reading "
-        "deltas and 0.52× reading each task's (a, b) (sprt_floor.py, ±0.01); only a design reading (a, b) got "
-        "under 0.6× ((a,b) bets: 0.575 ± 0.015, outcome_bets.py --precise), and it gives up +0.05; "
-        "keeping +0.05 the cheapest found spends 0.617 ± 0.010 (bet_frontier.py)"
+        "deltas and 0.52× reading each task's (a, b) (sprt_floor.py, ±0.01); the sequential gate bets on "
+        "(a, b) since session 28: 0.643 ± 0.039 at integer val sizes (outcome_bets.py --precise 3000 --gate)"
     )
     if args.type_one:
         type_one(real_rates(), rng, args.type_one_n, args.type_one, args.trials, args.only)

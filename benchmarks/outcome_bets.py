@@ -6,7 +6,7 @@ Run: python benchmarks/outcome_bets.py [--draws 300] [--seed 2026] [--mix]
      [--type-one 20000 | --precise 8000 --seed 2027]
 
 Task t multiplies the wealth by 1 + θ(a_t, b_t), θ(a, b) = (p(a, b) − p(b, a)) / (p(a, b) + p(b, a))
-for a design law p (:func:`sprt_floor.outcome_law` on a design pool of rates, at a design effect):
+for a design law p (``_stats.outcome_bets.design_law``: a mix of task rates, at a design effect):
 when the arms are exchangeable within a task (a byte-identical candidate, common seeds or not),
 given the unordered pair {a, b} each order is equally likely, so every factor has mean 1 and the
 wealth is a non-negative martingale whatever the rates — by Ville's inequality it reaches 1/α with
@@ -16,8 +16,9 @@ joint swap p (task-level swaps of (a, b), each replaying the whole path: T = ∞
 on futility, else the final log-wealth; +1, seeded) ≤ α — as the sequential gate's
 ``exhaustion_p`` calibrates its end, so early and final accepts are one test at α.
 
-The design pool is the synthetic mix (``cost_per_decision.synthetic_rates``, seed 2026), the
-design effect +0.10 and the lift spread over headroom (the benchmark's own lift model: a design
+The design is the package's (``pytest_capevolve._stats.outcome_bets``, which the sequential gate bets
+with since session 28): the synthetic mix of ``cost_per_decision.synthetic_rates`` integrated exactly,
+the design effect +0.10 and the lift spread over headroom (the benchmark's own lift model: a design
 this close to the truth's form is optimistic; the pool is not the τ² one).
 """
 
