@@ -207,7 +207,13 @@ def sequential_delta(a: Arms) -> tuple[np.ndarray, np.ndarray]:
     return _sequential(a, outcome=False)
 
 
-def _sequential(a: Arms, *, outcome: bool) -> tuple[np.ndarray, np.ndarray]:
+def sequential_swap_alone(a: Arms) -> tuple[np.ndarray, np.ndarray]:
+    """Not the gate: ``sequential`` with the swap p alone deciding at exhaustion (session 24's design),
+    without the exact rule beside it — what the exact gate's verdict at exhaustion costs."""
+    return _sequential(a, outcome=True, exact_rule=False)
+
+
+def _sequential(a: Arms, *, outcome: bool, exact_rule: bool = True) -> tuple[np.ndarray, np.ndarray]:
     levels = split(ALPHA)
     trials = a.cand.shape[2]
     deltas = a.cand.mean(axis=2) - a.best.mean(axis=2)
@@ -223,7 +229,7 @@ def _sequential(a: Arms, *, outcome: bool) -> tuple[np.ndarray, np.ndarray]:
         used[i] = decision.state.tasks
         if decision.decided:
             accepted[i] = decision.state.stopped == seq.EFFICACY
-        elif _rule(a.cand[i], a.best[i], config):  # the exact gate at α, and the joint p
+        elif not exact_rule or _rule(a.cand[i], a.best[i], config):  # the exact gate at α, and the joint p
             accepted[i] = Fraction(*joint_p(read, decision, n_resamples=RESAMPLES, seed=i)) <= levels.alpha
     return accepted, used * trials
 

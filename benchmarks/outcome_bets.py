@@ -145,14 +145,24 @@ def precise(
         arms = bench.Arms(arms.cand[:, :top], arms.best[:, :top], arms.cand, arms.best)
         n80, se, paid = precise_n80(bench.fixed_exact, arms)
         print(f"  fixed exact: N80 {n80:.1f} ± {2 * se:.1f} (2 SE), {draws:,} candidates per N", flush=True)
-        for name, path in (
+        val = int(round(n80))
+        fixed = bench.fixed_exact(bench.Arms(arms.cand[:, :val], arms.best[:, :val], arms.cand, arms.best))[0]
+        paths = (
             ("sequential (outcome bets)", bench.sequential),
             ("seq. Δ bets", bench.sequential_delta),
-        ):
+            ("swap p alone at exhaustion (not the gate)", bench.sequential_swap_alone),
+        )
+        for name, path in paths:
             n, n_se, cost = precise_n80(path, arms)
             ratio = cost / paid
             err = 2 * ratio * float(np.hypot(n_se / n, se / n80))
-            print(f"  {name}: N80 {n:.1f}, ×fixed {ratio:.3f} ± {err:.3f}", flush=True)
+            accepted = path(bench.Arms(arms.cand[:, :val], arms.best[:, :val], arms.cand, arms.best))[0]
+            diff = accepted.astype(float) - fixed
+            print(
+                f"  {name}: N80 {n:.1f}, ×fixed {ratio:.3f} ± {err:.3f}; power at N={val} {accepted.mean():.3f} "
+                f"vs fixed {fixed.mean():.3f} (Δ {diff.mean():+.3f} ± {2 * diff.std(ddof=1) / np.sqrt(draws):.3f})",
+                flush=True,
+            )
         return
     top = 160 if effect >= 0.1 else 520
     arms = bench.Arms(arms.cand[:, :top], arms.best[:, :top], arms.cand, arms.best)
