@@ -25,7 +25,9 @@ from openai_example import standin_server
 
 # The plugin imports the session code (numpy, scipy) only when a capevolve session starts. An
 # in-process pytester run drops what it imported when it ends, and numpy cannot be imported
-# twice in one process; importing it here keeps it loaded across in-process runs.
+# twice in one process; importing it here keeps it loaded across in-process runs (the controller's
+# part, `starting`, is imported only where a session plans: an xdist worker imports neither numpy nor it).
+import pytest_capevolve._session.starting  # noqa: F401
 import pytest_capevolve._session.wiring  # noqa: F401
 from pytest_capevolve._store.rollouts.record import RolloutRecord
 from pytest_capevolve._store.sessions import order_secret

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
 import stat
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,7 +128,7 @@ def abi() -> int:
     boot, a seccomp profile that blocks the call, or ``CAPEVOLVE_LANDLOCK=off``)."""
     if os.environ.get(DISABLE_ENV, "").lower() in ("off", "0", "no", "false"):
         return 0
-    if platform.system() != "Linux":
+    if not sys.platform.startswith("linux"):  # what platform.system() says, without importing it
         return 0
     try:
         version = _libc().syscall(_CREATE_RULESET, None, ctypes.c_size_t(0), _CREATE_RULESET_VERSION)
@@ -140,7 +140,9 @@ def abi() -> int:
 def unavailable_reason() -> str:
     if os.environ.get(DISABLE_ENV, "").lower() in ("off", "0", "no", "false"):
         return f"Landlock turned off by {DISABLE_ENV}=off"
-    if platform.system() != "Linux":
+    if not sys.platform.startswith("linux"):
+        import platform
+
         return f"no Landlock on {platform.system()}"
     return "this kernel offers no Landlock (older than 5.13, disabled at boot, or blocked by seccomp)"
 
@@ -215,6 +217,10 @@ def readable_around(hidden: Iterable[Path], root: Path = Path("/")) -> list[str]
     granted: list[str] = []
     visited: set[str] = set()
     todo = [os.path.realpath(root)]
+    # each folder walked is real, and (but a hidden root's) neither hidden nor beneath a hidden path:
+    # every folder after the root is an ancestor that passed the check below. So an entry of it
+    # that is no link is beneath a hidden path only if it is one: no climb (~2,000 entries of /tmp)
+    climb = todo[0] in hidden_real or _beneath(todo[0], hidden_real)
     while todo:
         folder = todo.pop()
         if folder in visited:
@@ -226,10 +232,15 @@ def readable_around(hidden: Iterable[Path], root: Path = Path("/")) -> list[str]
         except OSError:
             continue
         for entry, is_link in found:
-            # ``folder`` is already real: only a link needs resolving
-            real = os.path.realpath(entry) if is_link else entry
-            if real in hidden_real or _beneath(real, hidden_real):
+            # ``folder`` is already real: only a link needs resolving, and climbing
+            if is_link or climb:
+                real = os.path.realpath(entry) if is_link else entry
+                if real in hidden_real or _beneath(real, hidden_real):
+                    continue
+            elif entry in hidden_real:
                 continue
+            else:
+                real = entry
             if real in ancestors:
                 todo.append(real)
             else:

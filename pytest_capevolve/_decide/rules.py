@@ -10,14 +10,16 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, NamedTuple, TypedDict
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 from .. import _stats as stats
 from .alpha_budget import as_fraction
 from .basis import Basis
 from .verdict import ACCEPT, INDECISIVE, REJECT, GateConfig, Verdict
+
+if TYPE_CHECKING:  # numpy is imported by the rules that run: the spec's validation reads GATE_MODES
+    # in every process, and an xdist worker, which never gates, need not import numpy for it
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,8 @@ class RuleInput:
     @property
     def arm_delta(self) -> float:
         """cap-evolve's unpaired Δ: difference of the arms' means of task means."""
+        import numpy as np
+
         return float(np.nanmean(stats.task_means(self.candidate)) - np.nanmean(stats.task_means(self.best)))
 
 
@@ -69,6 +73,8 @@ class RuleResult(NamedTuple):
 
 
 def _exact(x: RuleInput) -> RuleResult:
+    import numpy as np
+
     config = x.config
     if config.margin or config.equivalence:
         return _margin(x)
@@ -102,6 +108,8 @@ def _exact(x: RuleInput) -> RuleResult:
 
 def _margin(x: RuleInput) -> RuleResult:
     """The exact rule asked a margin ("no worse than δ", "within ±m"): :mod:`.._stats.margin`'s test."""
+    import numpy as np
+
     from .._stats.margin import EQUIVALENCE, NON_INFERIORITY, lower_bound, margin_test
 
     config = x.config
@@ -166,6 +174,8 @@ def _pairwise(x: RuleInput) -> RuleResult:
 def _paired(x: RuleInput) -> RuleResult:
     """cap-evolve's Δ̄ > k·SE(d), decided on fractions (k as written): a tie, such as a one-task gain at k
     = 1, is a reject at every n."""
+    import numpy as np
+
     se = stats.mean_se(x.deltas)[1] or 0.0  # one task: SE undefined, treated as 0 (warned)
     mean = float(np.mean(x.deltas))
     exact = stats.exact_task_deltas(x.candidate, x.best)
@@ -282,6 +292,8 @@ def _guard_veto(x: CheckInput, decision: str) -> tuple[str, str] | None:
 def _error_imbalance(x: CheckInput, decision: str) -> tuple[str, str] | None:
     """Infra errors that differ between the arms (or a redraw behind an accept): indecisive when worst-case
     imputation would flip the decision."""
+    import numpy as np
+
     r, infra, first = x.rule, x.measured.infra_errors, x.first_attempts
     if first is not None:  # a cell whose first draw failed in both arms was paid again as a pair (an
         # outage, as far as the record shows): its new pair counts; candidate code that ends its failing
@@ -350,6 +362,8 @@ def _imputation_flips(
     candidate_size: int | None,
     best_size: int | None,
 ) -> bool:
+    import numpy as np
+
     if decision == ACCEPT:  # candidate's missing trials fail, best's succeed
         cand, bst = np.nan_to_num(candidate, nan=0.0), np.nan_to_num(best, nan=1.0)
     else:

@@ -59,3 +59,33 @@ def test_a_resume_with_nothing_owed_imports_no_gate(
     result = pytester.run(sys.executable, "-c", IN_PROCESS, str(one_trial_baseline), *GATE_ONLY)
     assert result.ret == 0, result.stdout.str()[-2000:]
     result.stdout.fnmatch_lines(["*0 paid, * reused*", "LOADED="])
+
+
+# what an xdist worker finds imported as its session ends: it runs the rollouts it is sent, and
+# imports none of what only the controller's planning, gate and report read
+WORKER_PROBE = """
+import os, sys
+
+def pytest_unconfigure(config):
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        loaded = [m for m in {modules!r} if m in sys.modules]
+        with open(os.path.join(os.environ["CAPEVOLVE_PROBE_OUT"], worker["workerid"]), "w") as out:
+            out.write(",".join(loaded))
+"""
+CONTROLLER_ONLY = ("numpy", "scipy", "pytest_capevolve._session.kinds", "pytest_capevolve._session.starting")
+
+
+def test_an_xdist_worker_imports_neither_numpy_nor_the_session_kinds(
+    pytester: pytest.Pytester, example, projects, capevolve, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    (project / "conftest.py").write_text(WORKER_PROBE.format(modules=CONTROLLER_ONLY))
+    seen = pytester.path / "seen"
+    seen.mkdir()
+    monkeypatch.setenv("CAPEVOLVE_PROBE_OUT", str(seen))
+    result = capevolve(project, extra=["-n", "2"])
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    result.stdout.fnmatch_lines(["*40 paid, 0 reused*"])
+    assert {path.name: path.read_text() for path in seen.iterdir()} == {"gw0": "", "gw1": ""}

@@ -47,6 +47,17 @@ def test_readable_around_grants_every_neighbour_and_never_the_hidden_folder_or_a
     assert not any(p == hidden or hidden in p.parents or p in hidden.parents for p in granted)
 
 
+def test_readable_around_under_a_hidden_root_grants_only_the_links_that_lead_out(tmp_path):
+    # the walk skips the climb for entries that are no links only below a root that is not hidden
+    project, hidden = _tree(tmp_path)
+    (hidden / "link_out").symlink_to(tmp_path / "beside")
+    (hidden / "link_in").symlink_to(hidden / "runs")
+
+    granted = readable_around([hidden], root=hidden)
+
+    assert granted == [str(hidden / "link_out")]
+
+
 def test_readable_around_with_nothing_hidden_grants_the_root(tmp_path):
     assert readable_around([], root=tmp_path) == [str(tmp_path)]
 

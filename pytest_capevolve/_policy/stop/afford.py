@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..._project.spec import Spec
-from ..._store.readers.evidence import ByTag
 from . import stop_condition as sc
 from .stop_condition import ITERATIONS, ROLLOUTS, STALL, USD
+
+if TYPE_CHECKING:  # a type only: an xdist worker imports this module (fanout) and never numpy
+    from ..._store.readers.evidence import ByTag
 
 UNKNOWN = "unknown"
 
