@@ -65,11 +65,15 @@ def _facts(result: PairResult) -> str:
     only = (len(pairing.only_in_baseline), len(pairing.only_in_candidate))
     if any(only):
         facts.append(f"tasks in one run only: {only[0]} baseline, {only[1]} candidate")
-    if any(verdict.infra_errors.values()):
-        errors = verdict.infra_errors
-        # an errored trial, or one the other run measured that this file has no row for
-        said = "errored" if errors.get("candidate", 0) == result.candidate.infra_errors else "missing"
-        facts.append(f"{said}: {errors.get('best', 0)} baseline, {errors.get('candidate', 0)} candidate")
+    # an errored trial (the tool logged an error), and apart from it one the other run measured
+    # that this file has no row for: both are missing data, weighed alike
+    errors, lacking = verdict.infra_errors, pairing.lacking
+    errored = {side: errors.get(side, 0) - lacking.get(side, 0) for side in ("best", "candidate")}
+    if any(errored.values()):
+        facts.append(f"errored: {errored['best']} baseline, {errored['candidate']} candidate")
+    if any(lacking.values()):
+        lacks = f"{lacking.get('best', 0)} baseline, {lacking.get('candidate', 0)} candidate"
+        facts.append(f"missing (no row in one file): {lacks}")
     return "; ".join(facts)
 
 
