@@ -91,6 +91,14 @@ def test_jsonl_reads_the_same_and_a_table_without_trials_numbers_nothing(tmp_pat
         ("task_id,preference\nt1,B\n", "gated in a session: gate_mode: pairwise"),
         ("task_id,trial,reward\n", "no results found"),
         ("task_id,trial,reward\n,1,1\n", "no task id"),
+        # a row whose cells do not match the header (an unquoted comma in a task id shifts its
+        # reward into another column) was read as it fell: t1's trial 0 reward '1', 'extra' dropped
+        ("task_id,trial,reward\nt1,0,1,extra\n", "bad.csv:2: 4 cells where the header has 3"),
+        ("task_id,trial,reward\nt1,0\n", "bad.csv:2: 2 cells where the header has 3"),
+        # a spreadsheet saved with its locale's separator: one column, named 'task_id;trial;reward'
+        ("task_id;trial;reward\nt1;0;1\n", "separated by ';', not commas: save it comma-separated"),
+        # the line named is the file's, past a blank line (it named line 3)
+        ("task_id,trial,reward\nt1,0,1\n\nt2,0,7\n", "bad.csv:4: reward '7' is outside"),
     ],
 )
 def test_a_bad_table_is_refused_naming_the_file_and_a_way_on(tmp_path: Path, text: str, words: str) -> None:
@@ -98,6 +106,17 @@ def test_a_bad_table_is_refused_naming_the_file_and_a_way_on(tmp_path: Path, tex
     with pytest.raises(ResultsError, match="bad.csv") as caught:
         read_results(path)
     assert words in str(caught.value)
+
+
+def test_a_table_saved_with_a_byte_order_mark_reads_as_without(tmp_path: Path) -> None:
+    """Excel's "CSV UTF-8" starts the file with a BOM: its first column was '\\ufefftask_id', and
+    the file was refused for having no task_id column."""
+    path = tmp_path / "excel.csv"
+    path.write_bytes("task_id,trial,reward\nt1,0,1\n".encode("utf-8-sig"))
+    assert [(o.task_id, o.reward) for o in read_results(path).outcomes] == [("t1", 1.0)]
+    lines = tmp_path / "b.jsonl"
+    lines.write_bytes('{"task_id": "t1", "reward": 0.5}\n'.encode("utf-8-sig"))
+    assert [o.reward for o in read_results(lines).outcomes] == [0.5]
 
 
 def test_an_unknown_file_is_refused_naming_the_formats(tmp_path: Path) -> None:
