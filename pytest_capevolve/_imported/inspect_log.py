@@ -46,9 +46,11 @@ def read_inspect(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
         ) from None
     try:
         log = read_eval_log(str(path))
-    except Exception as exc:  # inspect's reader raises whatever its parser met
+    except Exception as exc:  # inspect's reader raises whatever its parser met, on several lines
+        said = " ".join(" ".join(str(exc).split("\n", 2)[:2]).split())  # pydantic's title and field
         raise ResultsError(
-            f"{path}: inspect_ai could not read it as a log ({type(exc).__name__}: {exc})"
+            f"{path}: inspect_ai could not read it as a log ({type(exc).__name__}: {said}); "
+            "not an inspect_ai log? name its format with --format, or give the .eval / .json inspect wrote"
         ) from None
     names, scorer = [s.name for s in (log.eval.scorers or [])], options.scorer
     chosen = scorer or (names[0] if names else None)

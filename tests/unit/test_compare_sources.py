@@ -118,3 +118,16 @@ def test_an_inspect_seed_is_read_where_eval_given_a_model_object_records_it() ->
     assert log_seed(log(plan=None, model=3)) == "3"  # `inspect eval --seed 3` as the CLI records it
     assert log_seed(log(plan=None, model=None)) is None
     assert log_seed(NS(plan=NS(), eval=NS(model_generate_config=None))) is None
+
+
+def test_a_file_inspect_cannot_read_is_refused_in_one_line() -> None:
+    """`--format inspect` on promptfoo's output: inspect's reader raised a pydantic error of four
+    lines (a link to pydantic's docs last), printed as the `error:` line and three more."""
+    pytest.importorskip("inspect_ai")
+    with pytest.raises(ResultsError) as caught:
+        read_results(DATA / "promptfoo" / "results.json", format="inspect")
+    said = str(caught.value)
+    assert "\n" not in said and said.startswith(
+        f"{DATA / 'promptfoo' / 'results.json'}: inspect_ai could not"
+    )
+    assert "not an inspect_ai log" in said and "--format" in said
