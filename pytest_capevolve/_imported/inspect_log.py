@@ -7,6 +7,7 @@ The trial seed is the log's generate-config ``seed`` (:func:`log_seed`)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -64,13 +65,13 @@ def read_inspect(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
     seed = log_seed(log)
     outcomes: list[Outcome] = []
     for sample in samples:
-        task_id, trial = str(sample.id), str(sample.epoch)
+        task_id, trial, content = str(sample.id), str(sample.epoch), sample_content(sample)
         score = (sample.scores or {}).get(chosen or "")
         if sample.error is not None or score is None:
             error = (
                 f"inspect sample error: {sample.error.message}" if sample.error else f"not scored by {chosen}"
             )
-            outcomes.append(Outcome(task_id, trial, None, error, seed))
+            outcomes.append(Outcome(task_id, trial, None, error, seed, content=content))
             continue
         reward = inspect_reward(score.value)
         where = f"{path}: sample {task_id!r} epoch {trial}, scorer {chosen}"
@@ -80,13 +81,21 @@ def read_inspect(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
                 "in [0, 1] map); pick another scorer with --scorer, or export a CSV of task_id, "
                 "trial, reward"
             )
-        outcomes.append(Outcome(task_id, trial, checked_reward(reward, where), None, seed))
+        outcomes.append(Outcome(task_id, trial, checked_reward(reward, where), None, seed, content=content))
     notes = [f"task {log.eval.task}, model {log.eval.model}, scorer {chosen}"]
     if len(names) > 1:
         notes.append(f"the log's scorers: {', '.join(names)} (--scorer picks another)")
     if log.status != "success":
         notes.append(f"the log's status is {log.status}: samples it did not finish are missing")
     return made_run(path, "inspect", options.label, outcomes, notes)
+
+
+def sample_content(sample: Any) -> str:
+    """What a sample is, as text: its input (a string, or each message's role and text: a message's
+    own ``id`` is new in every run) and its target."""
+    given = sample.input
+    text = given if isinstance(given, str) else [f"{m.role}: {m.text}" for m in given]
+    return json.dumps([text, sample.target], default=str)
 
 
 def log_seed(log: Any) -> str | None:

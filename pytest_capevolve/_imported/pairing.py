@@ -60,6 +60,7 @@ def pair(
 ) -> Pairing:
     """The two runs on the same task rows and trial columns; each row's cluster from
     ``cluster_map`` (``--clusters FILE``), else the files' ``cluster`` column, else none."""
+    _check_same_tasks(baseline, candidate)
     by_label = all(o.trial is not None for run in (baseline, candidate) for o in run.outcomes)
     base, cand = _trial_keys(baseline, by_label), _trial_keys(candidate, by_label)
     task_ids = list(dict.fromkeys([*base, *cand]))
@@ -108,6 +109,27 @@ def pair(
         trials_a_task={"candidate": _trials_a_task(cand, base), "best": _trials_a_task(base, cand)},
         clusters=_clusters(task_ids, (baseline, candidate), cluster_map),
     )
+
+
+def _check_same_tasks(baseline: ImportedRun, candidate: ImportedRun) -> None:
+    """Refused: a task id that names one task in the baseline's file and another in the
+    candidate's, where both files record what the task is (lm-eval's ``doc_id`` is a position in
+    the dataset, inspect numbers unnamed samples: two tasks or two versions of a dataset share
+    ids). Paired, they would give a verdict on tasks that were never run twice."""
+    contents: list[dict[str, str]] = [{}, {}]
+    for known, run in zip(contents, (baseline, candidate), strict=True):
+        for outcome in run.outcomes:
+            if outcome.content:
+                known.setdefault(outcome.task_id, outcome.content)
+    shared = [t for t in contents[0] if t in contents[1]]
+    differ = [t for t in shared if contents[0][t] != contents[1][t]]
+    if differ:
+        raise ResultsError(
+            f"task {differ[0]!r} is not the same task in {baseline.path} and {candidate.path}: what the "
+            f"files record of it differs ({len(differ)} of {len(shared)} shared ids so); they hold different "
+            "tasks (another task, dataset version or order) under the same ids — compare runs of the same "
+            "tasks (if they are the same, export both as a CSV of task_id, trial, reward)"
+        )
 
 
 def _trials_a_task(mine: dict[str, dict[str, Outcome]], other: dict[str, dict[str, Outcome]]) -> int | None:

@@ -35,6 +35,9 @@ class Outcome:
     error: str | None = None
     seed: str | None = None
     cluster: str | None = None  # the task's cluster (tasks that share a source), where given
+    # what the task is, where the file records it (lm-eval's doc_hash, inspect's input and target,
+    # deepeval's input and expected output): a task id paired with another content is refused
+    content: str | None = None
 
 
 @dataclass(frozen=True)

@@ -418,3 +418,25 @@ def test_a_candidate_file_without_some_tasks_says_which_rows_it_lacks() -> None:
         "the candidate's 6 are rows one file lacks, not errors (3 tasks are in the baseline's file only)"
         in (verdict.reason)
     )
+
+
+def test_a_task_id_that_names_another_task_in_the_other_file_is_refused() -> None:
+    """lm-eval's doc_id is a position in the dataset, inspect numbers unnamed samples 1..N: the
+    samples of gsm8k and of arc_easy (or two dataset versions) share every id, and were paired
+    and given a verdict (REJECT, p = 0.42, on tasks never run twice). Where both files record what
+    a task is, an id whose content differs is refused; where one does not, nothing is assumed."""
+
+    def run(contents: dict[str, str | None], label: str) -> ImportedRun:
+        outcomes = tuple(Outcome(t, "0", 1.0, content=c) for t, c in contents.items())
+        return ImportedRun(Path(f"{label}.jsonl"), "lm_eval", label, outcomes)
+
+    same = pair(run({"0": "h0", "1": "h1"}, "a"), run({"1": "h1", "0": "h0", "2": "h2"}, "b"))
+    assert same.task_ids == ["0", "1", "2"]
+    assert pair(run({"0": "h0", "1": None}, "a"), run({"0": None, "1": "other"}, "b")).task_ids == ["0", "1"]
+    with pytest.raises(ResultsError) as caught:
+        pair(run({"0": "h0", "1": "h1", "2": "h2"}, "a"), run({"0": "h0", "1": "x1", "2": "x2"}, "b"))
+    said = str(caught.value)
+    assert (
+        said.startswith("task '1' is not the same task in a.jsonl and b.jsonl")
+        and "(2 of 3 shared ids so)" in said
+    )

@@ -131,3 +131,29 @@ def test_a_file_inspect_cannot_read_is_refused_in_one_line() -> None:
         f"{DATA / 'promptfoo' / 'results.json'}: inspect_ai could not"
     )
     assert "not an inspect_ai log" in said and "--format" in said
+
+
+def test_samples_of_another_lm_eval_task_under_the_same_doc_ids_are_refused(tmp_path: Path) -> None:
+    """doc_id is a position: another task's (or dataset version's) samples share every id. The
+    file's doc_hash says which document a line is."""
+    careful = DATA / "lm_eval" / "samples_arith_mc_careful.jsonl"
+    rows = [json.loads(line) for line in careful.read_text(encoding="utf-8").splitlines()]
+    for row in rows[3:]:
+        row["doc"]["question"] += " (v2)"
+        row["doc_hash"] = row["doc_hash"][::-1]
+    other = tmp_path / "samples_arith_mc_v2.jsonl"
+    other.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    sloppy = read_results(DATA / "lm_eval" / "samples_arith_mc_sloppy.jsonl")
+    with pytest.raises(ResultsError, match=r"task '3' is not the same task in .*\(7 of 10 shared ids so\)"):
+        compare_runs(sloppy, [read_results(other)], CompareSettings())
+    assert compare_runs(sloppy, [read_results(careful)], CompareSettings()).decisions == ["accept"]
+
+
+def test_a_deepeval_case_whose_input_changed_is_not_paired_with_the_old_one(tmp_path: Path) -> None:
+    doc = json.loads((DATA / "deepeval" / "deepeval_candidate.json").read_text(encoding="utf-8"))
+    doc["testCases"][0]["input"] = "a question the baseline never saw"
+    changed = tmp_path / "changed.json"
+    changed.write_text(json.dumps(doc), encoding="utf-8")
+    base = read_results(DATA / "deepeval" / "deepeval_baseline.json")
+    with pytest.raises(ResultsError, match="is not the same task"):
+        compare_runs(base, [read_results(changed)], CompareSettings())
