@@ -440,3 +440,15 @@ def test_a_task_id_that_names_another_task_in_the_other_file_is_refused() -> Non
         said.startswith("task '1' is not the same task in a.jsonl and b.jsonl")
         and "(2 of 3 shared ids so)" in said
     )
+
+
+def test_a_docs_snippet_that_reads_an_exit_code_turns_bash_e_off_first() -> None:
+    """compare.md's CI snippet ran `capevolve compare … --markdown summary.md` then `code=$?`: in a
+    GitHub Actions step (bash -e) a reject ended the step at the first line, and the summary the
+    next line posts was never posted. ci.md's gate step has `set +e`; every snippet does now."""
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    for page in sorted(docs.rglob("*.md")):
+        for block in re.findall(r"```[a-z]*\n(.*?)```", page.read_text(encoding="utf-8"), re.S):
+            if "code=$?" in block:
+                before = block.split("code=$?")[0]
+                assert "set +e" in before, f"{page.relative_to(docs)}: `code=$?` without `set +e` before it"
