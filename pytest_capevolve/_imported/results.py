@@ -38,6 +38,7 @@ class Outcome:
     # what the task is, where the file records it (lm-eval's doc_hash, inspect's input and target,
     # deepeval's input and expected output): a task id paired with another content is refused
     content: str | None = None
+    line: int | None = None  # the file's line it was read from, where a reader knows it
 
 
 @dataclass(frozen=True)
@@ -93,15 +94,17 @@ def made_run(
     """The run, refused when it is empty or names one (task, trial) twice."""
     if not outcomes:
         raise ResultsError(f"{path}: no results found in it ({source}); is it the right file?")
-    seen: set[tuple[str, str]] = set()
+    seen: dict[tuple[str, str], Outcome] = {}
     for outcome in outcomes:
         if outcome.trial is None:
             continue
         key = (outcome.task_id, outcome.trial)
         if key in seen:
+            where = f"{path}:{outcome.line}" if outcome.line else str(path)
+            first = f" (first on line {seen[key].line})" if seen[key].line else ""
             raise ResultsError(
-                f"{path}: task {outcome.task_id!r} has trial {outcome.trial!r} twice; each (task, "
-                "trial) once — give repeats distinct trial numbers"
+                f"{where}: task {outcome.task_id!r} has trial {outcome.trial!r} twice{first}; each "
+                "(task, trial) once — give repeats distinct trial numbers"
             )
-        seen.add(key)
+        seen[key] = outcome
     return ImportedRun(path, source, label or path.name, tuple(outcomes), tuple(notes))

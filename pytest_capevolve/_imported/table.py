@@ -152,6 +152,7 @@ def _run_of(path: Path, source: str, numbered: Numbered, options: ReadOptions) -
                 error=(str(error) if not _blank(error) else "no reward") if failed else None,
                 seed=cell(row, seed_col),
                 cluster=cell(row, cluster_col),
+                line=line,
             )
         )
     notes = [] if trial_col else ["no trial column: a task's rows are its trials, in file order"]

@@ -85,7 +85,10 @@ def test_jsonl_reads_the_same_and_a_table_without_trials_numbers_nothing(tmp_pat
         ("task_id,trial,reward\nt1,1,1.5\n", "outside [0, 1]"),
         ("task_id,trial,reward\nt1,1,nan\n", "outside [0, 1]"),
         ("task_id,trial,reward\nt1,1,yes\n", "not a number"),
-        ("task_id,trial,reward\nt1,1,1\nt1,1,0\n", "trial '1' twice"),
+        (
+            "task_id,trial,reward\nt1,1,1\nt1,1,0\n",
+            "bad.csv:3: task 't1' has trial '1' twice (first on line 2)",
+        ),
         ("name,reward\nt1,1\n", "no task id column"),
         ("task_id,value\nt1,1\n", "no reward column"),
         ("task_id,preference\nt1,B\n", "gated in a session: gate_mode: pairwise"),
