@@ -18,9 +18,16 @@ def _run_line(role: str, result_run: Any) -> str:
     first = next((o.error for o in result_run.outcomes if o.reward is None and o.error), None)
     cause = f" (the first: {_cut(first)})" if first else ""
     return (
-        f"{role} {result_run.label}: {result_run.source}, {len(result_run.task_ids)} tasks, "
+        f"{role} {_named(result_run)}: {result_run.source}, {len(result_run.task_ids)} tasks, "
         f"{len(result_run.outcomes)} outcomes, {result_run.infra_errors} errored{cause}{notes}"
     )
+
+
+def _named(run: Any) -> str:
+    """A run's label, with its file where ``--label`` gave it another name: who reads the table or
+    the posted summary sees which file was the baseline, whatever the runs were called."""
+    named_by_file = run.path.name in run.label or run.label == run.path.stem
+    return run.label if named_by_file else f"{run.label} ({run.path})"
 
 
 def _cut(text: str, limit: int = 160) -> str:
@@ -84,7 +91,7 @@ def render_markdown(comparison: Comparison) -> str:
     out = [
         "## capevolve compare",
         "",
-        f"Baseline **{_md(base.label)}** ({base.source}, {len(base.task_ids)} tasks). "
+        f"Baseline **{_md(_named(base))}** ({base.source}, {len(base.task_ids)} tasks). "
         f"{_test_words(comparison)} at α = {settings.alpha:g}{holm}.",
         "",
         "| run | decision | n | Δ̄ | 95% CI | p | α | coverage | regressions |",
@@ -93,7 +100,7 @@ def render_markdown(comparison: Comparison) -> str:
     for result in comparison.pairs:
         v = result.verdict
         out.append(
-            f"| {_md(result.candidate.label)} | **{v.decision.upper()}** | {v.n_tasks} | "
+            f"| {_md(_named(result.candidate))} | **{v.decision.upper()}** | {v.n_tasks} | "
             f"{num(v.delta_mean, '+.4f')} | {interval(v.ci)} | {num(v.p_value, '.4g')}"
             f"{' MC' if v.p_method == 'monte_carlo' else ''} | "
             f"{float(result.level):.4g} | {num(v.coverage.get('paired'), '.0%')} | {len(v.regressions)} |"

@@ -455,3 +455,24 @@ def test_a_docs_snippet_that_reads_an_exit_code_turns_bash_e_off_first() -> None
             if "code=$?" in block:
                 before = block.split("code=$?")[0]
                 assert "set +e" in before, f"{page.relative_to(docs)}: `code=$?` without `set +e` before it"
+
+
+def test_a_run_named_with_label_still_shows_its_file() -> None:
+    """`compare new.csv old.csv --label old --label new` printed "baseline old … new ACCEPT" and
+    posted the same: the files' roles swapped by their names alone, with no file shown."""
+    from pytest_capevolve._show.compare import render_markdown, render_table
+
+    base = ImportedRun(Path("runs/new.csv"), "csv", "old", run_of({"t": [1.0]}).outcomes)
+    cand = ImportedRun(Path("runs/old.csv"), "csv", "new", run_of({"t": [0.0]}).outcomes)
+    result = compare_runs(base, [cand], CompareSettings())
+    lines = render_table(result)
+    assert lines[0].startswith("baseline old (runs/new.csv): csv") and lines[2].startswith(
+        "candidate new (runs/old.csv)"
+    )
+    summary = render_markdown(result)
+    assert "Baseline **old (runs/new.csv)**" in summary and "| new (runs/old.csv) | **REJECT**" in summary
+    # a name the reader made from the file (promptfoo's arm) shows no path twice
+    arm = ImportedRun(Path("r.json"), "promptfoo", "r.json [terse]", run_of({"t": [1.0]}).outcomes)
+    assert render_table(compare_runs(arm, [cand], CompareSettings()))[0].startswith(
+        "baseline r.json [terse]: "
+    )
