@@ -29,7 +29,9 @@ from .table import read_cluster_map
 MULTIPLE = ("holm", "none")
 
 SEEDS_SAID = {
-    COMMON: "both runs record the same seed for every trial paired (common random numbers)",
+    # a seed recorded is a seed asked for: the files cannot show the agent (or its model) honoured it
+    COMMON: "both runs record the same seed for every trial paired (common random numbers, where the "
+    "agent honours its seed)",
     DIFFER: "the runs record different seeds, so paired trials did not share random numbers (the test "
     "stays valid; it pairs tasks, and is less sensitive)",
     NOT_SHOWN: "common trial seeds are not shown (no trial measured in both runs has its seed in both "

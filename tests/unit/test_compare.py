@@ -476,3 +476,13 @@ def test_a_run_named_with_label_still_shows_its_file() -> None:
     assert render_table(compare_runs(arm, [cand], CompareSettings()))[0].startswith(
         "baseline r.json [terse]: "
     )
+
+
+def test_common_seeds_are_said_as_seeds_recorded_not_as_outputs_shared() -> None:
+    """Two inspect logs of a mock model that ignores its seed, both at --seed 0, were said to share
+    "common random numbers" among what holds: a file shows the seed asked for, not that the agent
+    honoured it (inspect passes it to some providers only, and none promises the same output)."""
+    rewards = {"a": [1.0, 0.0], "b": [0.0, 1.0]}
+    holds = compare_runs(run_of(rewards, seed="0"), [run_of(rewards, "B", seed="0")], CompareSettings())
+    [said] = [line for line in holds.promises()["hold"] if "same seed" in line]
+    assert said.endswith("(common random numbers, where the agent honours its seed)")
