@@ -24,7 +24,7 @@ class ReadOptions:
     arm: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a million of them in a big table: no __dict__ each
 class Outcome:
     """One (task, trial) of a finished run: ``trial`` the file's own label of the repeat,
     ``seed`` the trial's random seed, ``cluster`` its group of dependent tasks (None: not given)."""

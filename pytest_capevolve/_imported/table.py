@@ -19,7 +19,8 @@ REWARD_COLUMNS = ("reward", "score")
 TRIAL_COLUMNS = ("trial", "epoch", "repeat")
 
 
-Numbered = list[tuple[int, dict[str, Any]]]  # each row with the file's line it starts on
+# a table's rows and, beside them, the file's line each starts on (two lists: no pair per row)
+Numbered = tuple[list[int], list[dict[str, Any]]]
 
 
 def read_csv(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
@@ -35,7 +36,8 @@ def numbered_csv_rows(path: Path) -> Numbered:
     """A CSV's rows by its header, each with its line in the file; a row whose cells are more or
     fewer than the header's is refused (an unquoted comma in a task id shifts every cell after it).
     A byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name."""
-    rows: Numbered = []
+    lines: list[int] = []
+    rows: list[dict[str, Any]] = []
     with path.open(newline="", encoding="utf-8-sig") as handle:
         reader = csv.reader(handle)
         header = next(reader, None) or []
@@ -47,14 +49,16 @@ def numbered_csv_rows(path: Path) -> Numbered:
                     'cell that holds a comma ("a,b"), and give every row the header\'s columns'
                 )
             if cells:
-                rows.append((start, dict(zip(header, cells, strict=True))))
+                lines.append(start)
+                rows.append(dict(zip(header, cells, strict=True)))
             start = reader.line_num + 1
-    return rows
+    return lines, rows
 
 
 def numbered_jsonl_rows(path: Path) -> Numbered:
     """A JSON Lines file's objects with their line numbers, refused naming the line that is not one."""
-    rows: Numbered = []
+    lines: list[int] = []
+    rows: list[dict[str, Any]] = []
     for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
         if not line.strip():
             continue
@@ -64,8 +68,9 @@ def numbered_jsonl_rows(path: Path) -> Numbered:
             raise ResultsError(f"{path}:{number}: not JSON ({exc.msg}); one JSON object per line") from None
         if not isinstance(row, dict):
             raise ResultsError(f"{path}:{number}: a JSON object per line, got {type(row).__name__}")
-        rows.append((number, row))
-    return rows
+        lines.append(number)
+        rows.append(row)
+    return lines, rows
 
 
 def column_names(rows: list[dict[str, Any]]) -> list[str]:
@@ -89,7 +94,7 @@ def read_cluster_map(path: Path) -> dict[str, str]:
     numbered = (
         numbered_jsonl_rows(path) if path.suffix.lower() in (".jsonl", ".ndjson") else numbered_csv_rows(path)
     )
-    rows = [row for _, row in numbered]
+    rows = numbered[1]
     names = column_names(rows)
     task_col, cluster_col = column(names, TASK_COLUMNS), column(names, ("cluster",))
     if task_col is None or cluster_col is None:
@@ -111,7 +116,7 @@ def _blank(value: Any) -> bool:
 
 
 def _run_of(path: Path, source: str, numbered: Numbered, options: ReadOptions) -> ImportedRun:
-    reward, rows = options.scorer, [row for _, row in numbered]
+    reward, (lines, rows) = options.scorer, numbered
     names = column_names(rows)
     rewards = (reward.lower(),) if reward else REWARD_COLUMNS
     task_col, reward_col = column(names, TASK_COLUMNS), column(names, rewards)
@@ -132,7 +137,7 @@ def _run_of(path: Path, source: str, numbered: Numbered, options: ReadOptions) -
     seed_col, cluster_col = column(names, ("seed",)), column(names, ("cluster",))
     outcomes: list[Outcome] = []
     positions: Counter[str] = Counter()
-    for line, row in numbered:
+    for line, row in zip(lines, rows, strict=True):
         where = f"{path}:{line}"
         task_id = cell(row, task_col)
         if task_id is None:
