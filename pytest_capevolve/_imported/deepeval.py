@@ -11,7 +11,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .results import ImportedRun, Outcome, ReadOptions, ResultsError, checked_reward, json_document, made_run
+from .results import (
+    LOG_RESCALE,
+    ImportedRun,
+    Outcome,
+    ReadOptions,
+    ResultsError,
+    checked_reward,
+    json_document,
+    made_run,
+)
 
 
 def looks_like_deepeval(path: Path, head: Any) -> bool:
@@ -47,7 +56,9 @@ def read_deepeval(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
         if found.get("error") or found.get("score") is None:
             outcomes.append(Outcome(task, None, None, str(found.get("error") or "no score"), content=content))
             continue
-        outcomes.append(Outcome(task, None, checked_reward(found["score"], where), content=content))
+        outcomes.append(
+            Outcome(task, None, checked_reward(found["score"], where, LOG_RESCALE), content=content)
+        )
     names = [m.get("name") for m in first_metrics]
     notes = [f"metric {metric}"]
     if len(names) > 1:

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .results import ImportedRun, Outcome, ReadOptions, ResultsError, checked_reward, made_run
+from .results import LOG_RESCALE, ImportedRun, Outcome, ReadOptions, ResultsError, checked_reward, made_run
 
 # inspect_ai.scorer's CORRECT, PARTIAL, INCORRECT and NOANSWER: no answer is a 0, not missing data
 REWARDS = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}
@@ -81,7 +81,9 @@ def read_inspect(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
                 "in [0, 1] map); pick another scorer with --scorer, or export a CSV of task_id, "
                 "trial, reward"
             )
-        outcomes.append(Outcome(task_id, trial, checked_reward(reward, where), None, seed, content=content))
+        outcomes.append(
+            Outcome(task_id, trial, checked_reward(reward, where, LOG_RESCALE), None, seed, content=content)
+        )
     notes = [f"task {log.eval.task}, model {log.eval.model}, scorer {chosen}"]
     if len(names) > 1:
         notes.append(f"the log's scorers: {', '.join(names)} (--scorer picks another)")

@@ -62,9 +62,16 @@ class ImportedRun:
         return sum(o.reward is None for o in self.outcomes)
 
 
-def checked_reward(value: object, where: str) -> float:
+# the way on from a score outside [0, 1] in another tool's file, which cannot be rescaled in place
+LOG_RESCALE = (
+    "name a score in [0, 1] with --scorer, or export the file as a CSV of task_id, trial, reward "
+    "with the scores rescaled to [0, 1]"
+)
+
+
+def checked_reward(value: object, where: str, rescale: str = "rescale the scores to [0, 1] first") -> float:
     """A reward as the gate reads one: a finite number in [0, 1], never clamped; anything else
-    is refused naming ``where`` (the file and the row)."""
+    is refused naming ``where`` (the file and the row) and ``rescale``, the way on."""
     if isinstance(value, bool):
         return 1.0 if value else 0.0
     try:
@@ -75,7 +82,7 @@ def checked_reward(value: object, where: str) -> float:
         raise ResultsError(f"{where}: reward {value!r} is not a number; give a number in [0, 1]") from None
     if not math.isfinite(reward) or not 0.0 <= reward <= 1.0:
         raise ResultsError(
-            f"{where}: reward {value!r} is outside [0, 1]; rescale the scores to [0, 1] first "
+            f"{where}: reward {value!r} is outside [0, 1]; {rescale} "
             "(the gate reads rewards in [0, 1] only, never clamped)"
         )
     return reward

@@ -157,3 +157,20 @@ def test_a_deepeval_case_whose_input_changed_is_not_paired_with_the_old_one(tmp_
     base = read_results(DATA / "deepeval" / "deepeval_baseline.json")
     with pytest.raises(ResultsError, match="is not the same task"):
         compare_runs(base, [read_results(changed)], CompareSettings())
+
+
+def test_a_metric_outside_0_1_in_a_tools_file_names_a_way_on_that_works_on_that_file(tmp_path: Path) -> None:
+    """An lm-eval metric of 7 (a 0-10 rubric) was refused with "rescale the scores to [0, 1]
+    first": a samples file cannot be rescaled in place, and compare has no option for it."""
+    rows = [
+        json.loads(line)
+        for line in (DATA / "lm_eval" / "samples_arith_mc_sloppy.jsonl").read_text().splitlines()
+    ]
+    rows[0]["acc"] = 7
+    scaled = tmp_path / "samples_arith_mc_rubric.jsonl"
+    scaled.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    with pytest.raises(ResultsError) as caught:
+        read_results(scaled)
+    said = str(caught.value)
+    assert said.startswith(f"{scaled}:1: reward 7 is outside [0, 1]; name a score in [0, 1] with --scorer")
+    assert "export the file as a CSV of task_id, trial, reward with the scores rescaled" in said
