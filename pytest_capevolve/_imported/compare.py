@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .._decide.bands import band_of
+from .._decide.basis import Basis
 from .._decide.gate import decide
 from .._decide.rounds import family_levels
 from .._decide.verdict import GateConfig, Verdict
@@ -28,7 +29,9 @@ from .table import read_cluster_map
 MULTIPLE = ("holm", "none")
 
 SEEDS_SAID = {
-    COMMON: "both runs record the same seed for every trial paired (common random numbers)",
+    # a seed recorded is a seed asked for: the files cannot show the agent (or its model) honoured it
+    COMMON: "both runs record the same seed for every trial paired (common random numbers, where the "
+    "agent honours its seed)",
     DIFFER: "the runs record different seeds, so paired trials did not share random numbers (the test "
     "stays valid; it pairs tasks, and is less sensitive)",
     NOT_SHOWN: "common trial seeds are not shown (no trial measured in both runs has its seed in both "
@@ -247,6 +250,8 @@ def compare_runs(
             verdict = replace(verdict, reason=f"{verdict.reason} (Holm across {len(candidates)} runs)")
         if not set(pairing.task_ids) - set(pairing.only_in_baseline) - set(pairing.only_in_candidate):
             verdict = replace(verdict, reason=f"{verdict.reason}; {_no_shared_task(baseline, run)}")
+        elif verdict.basis == Basis.ERROR_IMBALANCE and any(pairing.lacking.values()):
+            verdict = replace(verdict, reason=f"{verdict.reason}; {_lacking_said(pairing)}")
         results.append(PairResult(run, pairing, verdict, level, _task_rows(pairing, verdict, settings)))
     return Comparison(baseline, results, settings)
 
@@ -273,6 +278,31 @@ def _no_shared_task(baseline: ImportedRun, run: ImportedRun) -> str:
     return (
         f"the runs share no task id (baseline: {shown[0]}; {run.label}: {shown[1]}); pair them by "
         "giving both files the same task ids"
+    )
+
+
+def _lacking_said(pairing: Pairing) -> str:
+    """Why rows one file lacks count as missing data, what they are, and the way on: the gate's
+    reason speaks of infra errors, and there were none where a run simply has more trials."""
+    parts = []
+    trials, lacking = pairing.trials_a_task, pairing.lacking
+    shown = trials.get("best") is not None and trials.get("candidate") is not None
+    if shown and trials["best"] != trials["candidate"]:
+        parts.append(f"the baseline has {trials['best']} trials a task, the candidate {trials['candidate']}")
+    elif pairing.rows_in_one_file:
+        parts.append(f"{pairing.rows_in_one_file} trials of shared tasks are in one file only")
+    for side, only in (("baseline", pairing.only_in_baseline), ("candidate", pairing.only_in_candidate)):
+        if only:
+            parts.append(f"{len(only)} tasks are in the {side}'s file only")
+    counts = " and ".join(
+        f"the {side}'s {lacking[key]}"
+        for side, key in (("candidate", "candidate"), ("baseline", "best"))
+        if lacking.get(key)
+    )
+    return (
+        f"{counts} are rows one file lacks, not errors ({'; '.join(parts)}); a row left out could have "
+        "been left out for its reward, so they are weighed as errors are: evaluate both runs on the "
+        "same tasks with the same number of trials"
     )
 
 

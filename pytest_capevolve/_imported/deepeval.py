@@ -7,10 +7,20 @@ errored metric is missing data."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
-from .results import ImportedRun, Outcome, ReadOptions, ResultsError, checked_reward, json_document, made_run
+from .results import (
+    LOG_RESCALE,
+    ImportedRun,
+    Outcome,
+    ReadOptions,
+    ResultsError,
+    checked_reward,
+    json_document,
+    made_run,
+)
 
 
 def looks_like_deepeval(path: Path, head: Any) -> bool:
@@ -29,9 +39,12 @@ def read_deepeval(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
     outcomes: list[Outcome] = []
     for position, case in enumerate(cases):
         task = str(case.get("name") or f"test_case_{case.get('order', position)}")
+        content = json.dumps([case.get("input"), case.get("expectedOutput")], sort_keys=True, default=str)
         where = f"{path}: test case {task}"
         if metric == "success":
-            outcomes.append(Outcome(task, None, checked_reward(bool(case.get("success")), where)))
+            outcomes.append(
+                Outcome(task, None, checked_reward(bool(case.get("success")), where), content=content)
+            )
             continue
         data = {m.get("name"): m for m in case.get("metricsData") or []}
         found = data.get(metric)
@@ -41,9 +54,11 @@ def read_deepeval(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
                 "--scorer takes a metric name, or success"
             )
         if found.get("error") or found.get("score") is None:
-            outcomes.append(Outcome(task, None, None, str(found.get("error") or "no score")))
+            outcomes.append(Outcome(task, None, None, str(found.get("error") or "no score"), content=content))
             continue
-        outcomes.append(Outcome(task, None, checked_reward(found["score"], where)))
+        outcomes.append(
+            Outcome(task, None, checked_reward(found["score"], where, LOG_RESCALE), content=content)
+        )
     names = [m.get("name") for m in first_metrics]
     notes = [f"metric {metric}"]
     if len(names) > 1:

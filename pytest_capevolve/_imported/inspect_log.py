@@ -7,10 +7,11 @@ The trial seed is the log's generate-config ``seed`` (:func:`log_seed`)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
-from .results import ImportedRun, Outcome, ReadOptions, ResultsError, checked_reward, made_run
+from .results import LOG_RESCALE, ImportedRun, Outcome, ReadOptions, ResultsError, checked_reward, made_run
 
 # inspect_ai.scorer's CORRECT, PARTIAL, INCORRECT and NOANSWER: no answer is a 0, not missing data
 REWARDS = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}
@@ -46,9 +47,11 @@ def read_inspect(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
         ) from None
     try:
         log = read_eval_log(str(path))
-    except Exception as exc:  # inspect's reader raises whatever its parser met
+    except Exception as exc:  # inspect's reader raises whatever its parser met, on several lines
+        said = " ".join(" ".join(str(exc).split("\n", 2)[:2]).split())  # pydantic's title and field
         raise ResultsError(
-            f"{path}: inspect_ai could not read it as a log ({type(exc).__name__}: {exc})"
+            f"{path}: inspect_ai could not read it as a log ({type(exc).__name__}: {said}); "
+            "not an inspect_ai log? name its format with --format, or give the .eval / .json inspect wrote"
         ) from None
     names, scorer = [s.name for s in (log.eval.scorers or [])], options.scorer
     chosen = scorer or (names[0] if names else None)
@@ -62,13 +65,13 @@ def read_inspect(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
     seed = log_seed(log)
     outcomes: list[Outcome] = []
     for sample in samples:
-        task_id, trial = str(sample.id), str(sample.epoch)
+        task_id, trial, content = str(sample.id), str(sample.epoch), sample_content(sample)
         score = (sample.scores or {}).get(chosen or "")
         if sample.error is not None or score is None:
             error = (
                 f"inspect sample error: {sample.error.message}" if sample.error else f"not scored by {chosen}"
             )
-            outcomes.append(Outcome(task_id, trial, None, error, seed))
+            outcomes.append(Outcome(task_id, trial, None, error, seed, content=content))
             continue
         reward = inspect_reward(score.value)
         where = f"{path}: sample {task_id!r} epoch {trial}, scorer {chosen}"
@@ -78,13 +81,23 @@ def read_inspect(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
                 "in [0, 1] map); pick another scorer with --scorer, or export a CSV of task_id, "
                 "trial, reward"
             )
-        outcomes.append(Outcome(task_id, trial, checked_reward(reward, where), None, seed))
+        outcomes.append(
+            Outcome(task_id, trial, checked_reward(reward, where, LOG_RESCALE), None, seed, content=content)
+        )
     notes = [f"task {log.eval.task}, model {log.eval.model}, scorer {chosen}"]
     if len(names) > 1:
         notes.append(f"the log's scorers: {', '.join(names)} (--scorer picks another)")
     if log.status != "success":
         notes.append(f"the log's status is {log.status}: samples it did not finish are missing")
     return made_run(path, "inspect", options.label, outcomes, notes)
+
+
+def sample_content(sample: Any) -> str:
+    """What a sample is, as text: its input (a string, or each message's role and text: a message's
+    own ``id`` is new in every run) and its target."""
+    given = sample.input
+    text = given if isinstance(given, str) else [f"{m.role}: {m.text}" for m in given]
+    return json.dumps([text, sample.target], default=str)
 
 
 def log_seed(log: Any) -> str | None:

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .results import ImportedRun, Outcome, ReadOptions, ResultsError, checked_reward, made_run
+from .results import LOG_RESCALE, ImportedRun, Outcome, ReadOptions, ResultsError, checked_reward, made_run
 
 
 def looks_like_lm_eval(path: Path, head: Any) -> bool:
@@ -55,7 +55,15 @@ def read_lm_eval(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
                 f"{where}: no metric {metric!r} (its metrics: {names}); name one with --scorer "
                 "METRIC or --scorer METRIC,FILTER"
             )
-        outcomes.append(Outcome(str(row["doc_id"]), None, checked_reward(_value(row[metric]), where)))
+        content = str(row["doc_hash"]) if row.get("doc_hash") else None  # lm-eval's hash of the document
+        outcomes.append(
+            Outcome(
+                str(row["doc_id"]),
+                None,
+                checked_reward(_value(row[metric]), where, LOG_RESCALE),
+                content=content,
+            )
+        )
     notes = [f"metric {metric}, filter {chosen_filter}"]
     if len(filters) > 1:
         notes.append(f"the file's filters: {', '.join(filters)} (--scorer {metric},FILTER picks another)")

@@ -31,6 +31,13 @@ class Pairing:
     only_in_baseline: list[str] = field(default_factory=list)
     only_in_candidate: list[str] = field(default_factory=list)
     one_sided_trials: int = 0  # trials of a shared task measured in one run only
+    # of ``infra_errors``, the trials this run's file has no row for (the other measured them): not
+    # errors the tool logged, so said apart from them, but weighed the same (a row left out of a
+    # file could have been left out for its reward)
+    lacking: dict[str, int] = field(default_factory=dict)
+    rows_in_one_file: int = 0  # (shared task, trial) rows one file has and the other has not
+    # per side, its trials a task where every shared task has as many (else None)
+    trials_a_task: dict[str, int | None] = field(default_factory=dict)
     clusters: tuple[str, ...] = ()  # each row's cluster (empty: every task its own)
 
 
@@ -53,13 +60,14 @@ def pair(
 ) -> Pairing:
     """The two runs on the same task rows and trial columns; each row's cluster from
     ``cluster_map`` (``--clusters FILE``), else the files' ``cluster`` column, else none."""
+    _check_same_tasks(baseline, candidate)
     by_label = all(o.trial is not None for run in (baseline, candidate) for o in run.outcomes)
     base, cand = _trial_keys(baseline, by_label), _trial_keys(candidate, by_label)
     task_ids = list(dict.fromkeys([*base, *cand]))
     columns = _order({k for side in (base, cand) for trials in side.values() for k in trials})
     where = {k: j for j, k in enumerate(columns)}
     matrices = [np.full((len(task_ids), len(columns)), np.nan) for _ in range(2)]
-    errors = [0, 0]
+    errors, lacking = [0, 0], [0, 0]
     for side, (keyed, matrix) in enumerate(zip((base, cand), matrices, strict=True)):
         for i, task in enumerate(task_ids):
             for key, outcome in keyed.get(task, {}).items():
@@ -70,15 +78,17 @@ def pair(
     # a trial one run measured and the other has no row for is missing data like an errored one,
     # counted with the errors so the gate's worst-case imputation weighs it
     for side, (mine, other) in enumerate(((base, cand), (cand, base))):
-        errors[side] += sum(
+        lacking[side] = sum(
             key not in mine.get(task, {}) and outcome.reward is not None
             for task, trials in other.items()
             for key, outcome in trials.items()
         )
-    seeds, one_sided = [], 0
+        errors[side] += lacking[side]
+    seeds, one_sided, one_file = [], 0, 0
     for task in set(base) & set(cand):
         for key in set(base[task]) | set(cand[task]):
             a, b = base[task].get(key), cand[task].get(key)
+            one_file += (a is None) != (b is None)
             measured = [o for o in (a, b) if o is not None and o.reward is not None]
             if len(measured) == 1:
                 one_sided += 1
@@ -94,8 +104,38 @@ def pair(
         only_in_baseline=[t for t in base if t not in cand],
         only_in_candidate=[t for t in cand if t not in base],
         one_sided_trials=one_sided,
+        lacking={"candidate": lacking[1], "best": lacking[0]},
+        rows_in_one_file=one_file,
+        trials_a_task={"candidate": _trials_a_task(cand, base), "best": _trials_a_task(base, cand)},
         clusters=_clusters(task_ids, (baseline, candidate), cluster_map),
     )
+
+
+def _check_same_tasks(baseline: ImportedRun, candidate: ImportedRun) -> None:
+    """Refused: a task id that names one task in the baseline's file and another in the
+    candidate's, where both files record what the task is (lm-eval's ``doc_id`` is a position in
+    the dataset, inspect numbers unnamed samples: two tasks or two versions of a dataset share
+    ids). Paired, they would give a verdict on tasks that were never run twice."""
+    contents: list[dict[str, str]] = [{}, {}]
+    for known, run in zip(contents, (baseline, candidate), strict=True):
+        for outcome in run.outcomes:
+            if outcome.content:
+                known.setdefault(outcome.task_id, outcome.content)
+    shared = [t for t in contents[0] if t in contents[1]]
+    differ = [t for t in shared if contents[0][t] != contents[1][t]]
+    if differ:
+        raise ResultsError(
+            f"task {differ[0]!r} is not the same task in {baseline.path} and {candidate.path}: what the "
+            f"files record of it differs ({len(differ)} of {len(shared)} shared ids so); they hold different "
+            "tasks (another task, dataset version or order) under the same ids — compare runs of the same "
+            "tasks (if they are the same, export both as a CSV of task_id, trial, reward)"
+        )
+
+
+def _trials_a_task(mine: dict[str, dict[str, Outcome]], other: dict[str, dict[str, Outcome]]) -> int | None:
+    """How many trials (rows) this run has for each task both runs name, where that is one number."""
+    counts = {len(trials) for task, trials in mine.items() if task in other}
+    return counts.pop() if len(counts) == 1 else None
 
 
 def _clusters(

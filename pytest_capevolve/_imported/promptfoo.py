@@ -13,7 +13,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .results import ImportedRun, Outcome, ReadOptions, ResultsError, checked_reward, json_document, made_run
+from .results import (
+    LOG_RESCALE,
+    ImportedRun,
+    Outcome,
+    ReadOptions,
+    ResultsError,
+    checked_reward,
+    json_document,
+    made_run,
+)
 
 ERROR = 2  # promptfoo's ResultFailureReason.ERROR (0 none, 1 an assertion failed)
 
@@ -62,7 +71,7 @@ def read_promptfoo(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
         if row.get("failureReason") == ERROR or (row.get("error") and not row.get("gradingResult")):
             outcomes.append(Outcome(task, None, None, str(row.get("error"))))
             continue
-        outcomes.append(Outcome(task, None, checked_reward(_reward(row, scorer, where), where)))
+        outcomes.append(Outcome(task, None, checked_reward(_reward(row, scorer, where), where, LOG_RESCALE)))
     tasks = "test description" if by_description else "test vars (the tests have no descriptions)"
     notes = [
         f"arm {arm or arms[0]}",

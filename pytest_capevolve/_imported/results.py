@@ -24,7 +24,7 @@ class ReadOptions:
     arm: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a million of them in a big table: no __dict__ each
 class Outcome:
     """One (task, trial) of a finished run: ``trial`` the file's own label of the repeat,
     ``seed`` the trial's random seed, ``cluster`` its group of dependent tasks (None: not given)."""
@@ -35,6 +35,10 @@ class Outcome:
     error: str | None = None
     seed: str | None = None
     cluster: str | None = None  # the task's cluster (tasks that share a source), where given
+    # what the task is, where the file records it (lm-eval's doc_hash, inspect's input and target,
+    # deepeval's input and expected output): a task id paired with another content is refused
+    content: str | None = None
+    line: int | None = None  # the file's line it was read from, where a reader knows it
 
 
 @dataclass(frozen=True)
@@ -58,9 +62,16 @@ class ImportedRun:
         return sum(o.reward is None for o in self.outcomes)
 
 
-def checked_reward(value: object, where: str) -> float:
+# the way on from a score outside [0, 1] in another tool's file, which cannot be rescaled in place
+LOG_RESCALE = (
+    "name a score in [0, 1] with --scorer, or export the file as a CSV of task_id, trial, reward "
+    "with the scores rescaled to [0, 1]"
+)
+
+
+def checked_reward(value: object, where: str, rescale: str = "rescale the scores to [0, 1] first") -> float:
     """A reward as the gate reads one: a finite number in [0, 1], never clamped; anything else
-    is refused naming ``where`` (the file and the row)."""
+    is refused naming ``where`` (the file and the row) and ``rescale``, the way on."""
     if isinstance(value, bool):
         return 1.0 if value else 0.0
     try:
@@ -71,7 +82,7 @@ def checked_reward(value: object, where: str) -> float:
         raise ResultsError(f"{where}: reward {value!r} is not a number; give a number in [0, 1]") from None
     if not math.isfinite(reward) or not 0.0 <= reward <= 1.0:
         raise ResultsError(
-            f"{where}: reward {value!r} is outside [0, 1]; rescale the scores to [0, 1] first "
+            f"{where}: reward {value!r} is outside [0, 1]; {rescale} "
             "(the gate reads rewards in [0, 1] only, never clamped)"
         )
     return reward
@@ -90,15 +101,17 @@ def made_run(
     """The run, refused when it is empty or names one (task, trial) twice."""
     if not outcomes:
         raise ResultsError(f"{path}: no results found in it ({source}); is it the right file?")
-    seen: set[tuple[str, str]] = set()
+    seen: dict[tuple[str, str], Outcome] = {}
     for outcome in outcomes:
         if outcome.trial is None:
             continue
         key = (outcome.task_id, outcome.trial)
         if key in seen:
+            where = f"{path}:{outcome.line}" if outcome.line else str(path)
+            first = f" (first on line {seen[key].line})" if seen[key].line else ""
             raise ResultsError(
-                f"{path}: task {outcome.task_id!r} has trial {outcome.trial!r} twice; each (task, "
-                "trial) once — give repeats distinct trial numbers"
+                f"{where}: task {outcome.task_id!r} has trial {outcome.trial!r} twice{first}; each "
+                "(task, trial) once — give repeats distinct trial numbers"
             )
-        seen.add(key)
+        seen[key] = outcome
     return ImportedRun(path, source, label or path.name, tuple(outcomes), tuple(notes))

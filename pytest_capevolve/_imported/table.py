@@ -19,25 +19,47 @@ REWARD_COLUMNS = ("reward", "score")
 TRIAL_COLUMNS = ("trial", "epoch", "repeat")
 
 
+# a table's rows and, beside them, the file's line each starts on (two lists: no pair per row)
+Numbered = tuple[list[int], list[dict[str, Any]]]
+
+
 def read_csv(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
     """``--scorer`` names the reward column; by default ``reward`` or ``score``."""
-    return _run_of(path, "csv", csv_rows(path), options)
+    return _run_of(path, "csv", numbered_csv_rows(path), options)
 
 
 def read_jsonl(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
-    return _run_of(path, "jsonl", jsonl_rows(path), options)
+    return _run_of(path, "jsonl", numbered_jsonl_rows(path), options)
 
 
-def csv_rows(path: Path) -> list[dict[str, Any]]:
-    """A CSV's rows by its header (its first row is the file's line 2)."""
-    with path.open(newline="", encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
-
-
-def jsonl_rows(path: Path) -> list[dict[str, Any]]:
-    """A JSON Lines file's objects, refused naming the line that is not one."""
+def numbered_csv_rows(path: Path) -> Numbered:
+    """A CSV's rows by its header, each with its line in the file; a row whose cells are more or
+    fewer than the header's is refused (an unquoted comma in a task id shifts every cell after it).
+    A byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name."""
+    lines: list[int] = []
     rows: list[dict[str, Any]] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None) or []
+        start = reader.line_num + 1
+        for cells in reader:
+            if cells and len(cells) != len(header):
+                raise ResultsError(
+                    f"{path}:{start}: {len(cells)} cells where the header has {len(header)}; quote a "
+                    'cell that holds a comma ("a,b"), and give every row the header\'s columns'
+                )
+            if cells:
+                lines.append(start)
+                rows.append(dict(zip(header, cells, strict=True)))
+            start = reader.line_num + 1
+    return lines, rows
+
+
+def numbered_jsonl_rows(path: Path) -> Numbered:
+    """A JSON Lines file's objects with their line numbers, refused naming the line that is not one."""
+    lines: list[int] = []
+    rows: list[dict[str, Any]] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -46,8 +68,9 @@ def jsonl_rows(path: Path) -> list[dict[str, Any]]:
             raise ResultsError(f"{path}:{number}: not JSON ({exc.msg}); one JSON object per line") from None
         if not isinstance(row, dict):
             raise ResultsError(f"{path}:{number}: a JSON object per line, got {type(row).__name__}")
+        lines.append(number)
         rows.append(row)
-    return rows
+    return lines, rows
 
 
 def column_names(rows: list[dict[str, Any]]) -> list[str]:
@@ -68,7 +91,10 @@ def read_cluster_map(path: Path) -> dict[str, str]:
     """task_id → cluster from a CSV or JSONL with those two columns (``--clusters FILE``)."""
     if not path.is_file():
         raise ResultsError(f"no such clusters file: {path}")
-    rows = jsonl_rows(path) if path.suffix.lower() in (".jsonl", ".ndjson") else csv_rows(path)
+    numbered = (
+        numbered_jsonl_rows(path) if path.suffix.lower() in (".jsonl", ".ndjson") else numbered_csv_rows(path)
+    )
+    rows = numbered[1]
     names = column_names(rows)
     task_col, cluster_col = column(names, TASK_COLUMNS), column(names, ("cluster",))
     if task_col is None or cluster_col is None:
@@ -89,8 +115,8 @@ def _blank(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
 
-def _run_of(path: Path, source: str, rows: list[dict[str, Any]], options: ReadOptions) -> ImportedRun:
-    first_line, reward = 2 if source == "csv" else 1, options.scorer
+def _run_of(path: Path, source: str, numbered: Numbered, options: ReadOptions) -> ImportedRun:
+    reward, (lines, rows) = options.scorer, numbered
     names = column_names(rows)
     rewards = (reward.lower(),) if reward else REWARD_COLUMNS
     task_col, reward_col = column(names, TASK_COLUMNS), column(names, rewards)
@@ -101,13 +127,18 @@ def _run_of(path: Path, source: str, rows: list[dict[str, Any]], options: ReadOp
             missing, way = f"column {reward!r} (--scorer)", "give every file that column, or drop --scorer"
         prefs = {"preference", "winner"} & set(names)
         alone = "; a judge's preferences are gated in a session: gate_mode: pairwise in capevolve.yaml"
+        separator = next((c for c in ";\t|" if len(names) == 1 and c in names[0]), None)
+        if separator is not None:  # a spreadsheet saved with its locale's separator
+            way = (
+                f"its header is separated by {separator!r}, not commas: save it comma-separated (or as JSONL)"
+            )
         raise ResultsError(f"{path}: no {missing} among its columns {names}; {way}{alone if prefs else ''}")
     trial_col, error_col = column(names, TRIAL_COLUMNS), column(names, ("error",))
     seed_col, cluster_col = column(names, ("seed",)), column(names, ("cluster",))
     outcomes: list[Outcome] = []
     positions: Counter[str] = Counter()
-    for offset, row in enumerate(rows):
-        where = f"{path}:{first_line + offset}"
+    for line, row in zip(lines, rows, strict=True):
+        where = f"{path}:{line}"
         task_id = cell(row, task_col)
         if task_id is None:
             raise ResultsError(f"{where}: no task id; every row names its task")
@@ -126,6 +157,7 @@ def _run_of(path: Path, source: str, rows: list[dict[str, Any]], options: ReadOp
                 error=(str(error) if not _blank(error) else "no reward") if failed else None,
                 seed=cell(row, seed_col),
                 cluster=cell(row, cluster_col),
+                line=line,
             )
         )
     notes = [] if trial_col else ["no trial column: a task's rows are its trials, in file order"]

@@ -18,9 +18,16 @@ def _run_line(role: str, result_run: Any) -> str:
     first = next((o.error for o in result_run.outcomes if o.reward is None and o.error), None)
     cause = f" (the first: {_cut(first)})" if first else ""
     return (
-        f"{role} {result_run.label}: {result_run.source}, {len(result_run.task_ids)} tasks, "
+        f"{role} {_named(result_run)}: {result_run.source}, {len(result_run.task_ids)} tasks, "
         f"{len(result_run.outcomes)} outcomes, {result_run.infra_errors} errored{cause}{notes}"
     )
+
+
+def _named(run: Any) -> str:
+    """A run's label, with its file where ``--label`` gave it another name: who reads the table or
+    the posted summary sees which file was the baseline, whatever the runs were called."""
+    named_by_file = run.path.name in run.label or run.label == run.path.stem
+    return run.label if named_by_file else f"{run.label} ({run.path})"
 
 
 def _cut(text: str, limit: int = 160) -> str:
@@ -65,11 +72,15 @@ def _facts(result: PairResult) -> str:
     only = (len(pairing.only_in_baseline), len(pairing.only_in_candidate))
     if any(only):
         facts.append(f"tasks in one run only: {only[0]} baseline, {only[1]} candidate")
-    if any(verdict.infra_errors.values()):
-        errors = verdict.infra_errors
-        # an errored trial, or one the other run measured that this file has no row for
-        said = "errored" if errors.get("candidate", 0) == result.candidate.infra_errors else "missing"
-        facts.append(f"{said}: {errors.get('best', 0)} baseline, {errors.get('candidate', 0)} candidate")
+    # an errored trial (the tool logged an error), and apart from it one the other run measured
+    # that this file has no row for: both are missing data, weighed alike
+    errors, lacking = verdict.infra_errors, pairing.lacking
+    errored = {side: errors.get(side, 0) - lacking.get(side, 0) for side in ("best", "candidate")}
+    if any(errored.values()):
+        facts.append(f"errored: {errored['best']} baseline, {errored['candidate']} candidate")
+    if any(lacking.values()):
+        lacks = f"{lacking.get('best', 0)} baseline, {lacking.get('candidate', 0)} candidate"
+        facts.append(f"missing (no row in one file): {lacks}")
     return "; ".join(facts)
 
 
@@ -80,7 +91,7 @@ def render_markdown(comparison: Comparison) -> str:
     out = [
         "## capevolve compare",
         "",
-        f"Baseline **{_md(base.label)}** ({base.source}, {len(base.task_ids)} tasks). "
+        f"Baseline **{_md(_named(base))}** ({base.source}, {len(base.task_ids)} tasks). "
         f"{_test_words(comparison)} at α = {settings.alpha:g}{holm}.",
         "",
         "| run | decision | n | Δ̄ | 95% CI | p | α | coverage | regressions |",
@@ -89,7 +100,7 @@ def render_markdown(comparison: Comparison) -> str:
     for result in comparison.pairs:
         v = result.verdict
         out.append(
-            f"| {_md(result.candidate.label)} | **{v.decision.upper()}** | {v.n_tasks} | "
+            f"| {_md(_named(result.candidate))} | **{v.decision.upper()}** | {v.n_tasks} | "
             f"{num(v.delta_mean, '+.4f')} | {interval(v.ci)} | {num(v.p_value, '.4g')}"
             f"{' MC' if v.p_method == 'monte_carlo' else ''} | "
             f"{float(result.level):.4g} | {num(v.coverage.get('paired'), '.0%')} | {len(v.regressions)} |"

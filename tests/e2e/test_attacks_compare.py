@@ -37,7 +37,7 @@ def _write(path, rows, cluster=None) -> str:
     outcome=(
         "prevented: a trial one run measured and the other has no row for is missing data like an "
         "errored one, so worst-case imputation weighs it (indecisive, exit 11; the summary says "
-        "`missing: …`)"
+        "`missing (no row in one file): …`, and the reason says they are rows the file lacks)"
     ),
 )
 def test_a_candidate_file_without_its_losing_tasks_is_not_accepted(tmp_path, capsys) -> None:
@@ -51,6 +51,7 @@ def test_a_candidate_file_without_its_losing_tasks_is_not_accepted(tmp_path, cap
     [verdict] = json.loads(capsys.readouterr().out)["comparisons"]
     assert code != 0 and verdict["decision"] == "indecisive", verdict["reason"]
     assert "worst-case imputation of the missing trials" in verdict["reason"]
+    assert "the candidate's 10 are rows one file lacks, not errors" in verdict["reason"]
 
 
 # 60 tasks: 13 the candidate wins, 8 it loses, 39 equal: p = 0.19 task by task, a reject

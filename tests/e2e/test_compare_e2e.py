@@ -139,11 +139,14 @@ EXITS = {
 
 @pytest.mark.parametrize("source", sorted(set(EXITS) - {"inspect"}))
 def test_each_sources_how_to_runs_as_written_on_the_committed_files(source: str, tmp_path: Path) -> None:
-    """docs/how-to/compare-SOURCE.md's console blocks, played in a fresh folder holding a copy of
-    tests/data/compare/ (the files each real tool wrote): the page shows what the command prints
-    and exits with, so it cannot claim what the reader does not do."""
-    shutil.copytree(REPO / "tests" / "data" / "compare", tmp_path, dirs_exist_ok=True)
+    """docs/how-to/compare-SOURCE.md's console blocks, played from a fresh folder laid out as the
+    clone (tests/data/compare/: the files each real tool wrote): the page shows what the command
+    prints and exits with, so it cannot claim what the reader does not do. Its commands named
+    `table/baseline.csv` with no `cd`: pasted from the clone's root, each said "no such file"."""
+    shutil.copytree(REPO / "tests" / "data" / "compare", tmp_path / "tests" / "data" / "compare")
     page = (REPO / "docs" / "how-to" / f"compare-{source}.md").read_text(encoding="utf-8")
+    # pasted from the clone's root, as a reader does: the page's first command goes to the files
+    assert "$ cd tests/data/compare" in page.split("```console", 2)[1], "the page starts nowhere"
     ran = play(page, tmp_path)
     assert [result.returncode for _, result in ran] == EXITS[source]
 

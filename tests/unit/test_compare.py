@@ -85,12 +85,23 @@ def test_jsonl_reads_the_same_and_a_table_without_trials_numbers_nothing(tmp_pat
         ("task_id,trial,reward\nt1,1,1.5\n", "outside [0, 1]"),
         ("task_id,trial,reward\nt1,1,nan\n", "outside [0, 1]"),
         ("task_id,trial,reward\nt1,1,yes\n", "not a number"),
-        ("task_id,trial,reward\nt1,1,1\nt1,1,0\n", "trial '1' twice"),
+        (
+            "task_id,trial,reward\nt1,1,1\nt1,1,0\n",
+            "bad.csv:3: task 't1' has trial '1' twice (first on line 2)",
+        ),
         ("name,reward\nt1,1\n", "no task id column"),
         ("task_id,value\nt1,1\n", "no reward column"),
         ("task_id,preference\nt1,B\n", "gated in a session: gate_mode: pairwise"),
         ("task_id,trial,reward\n", "no results found"),
         ("task_id,trial,reward\n,1,1\n", "no task id"),
+        # a row whose cells do not match the header (an unquoted comma in a task id shifts its
+        # reward into another column) was read as it fell: t1's trial 0 reward '1', 'extra' dropped
+        ("task_id,trial,reward\nt1,0,1,extra\n", "bad.csv:2: 4 cells where the header has 3"),
+        ("task_id,trial,reward\nt1,0\n", "bad.csv:2: 2 cells where the header has 3"),
+        # a spreadsheet saved with its locale's separator: one column, named 'task_id;trial;reward'
+        ("task_id;trial;reward\nt1;0;1\n", "separated by ';', not commas: save it comma-separated"),
+        # the line named is the file's, past a blank line (it named line 3)
+        ("task_id,trial,reward\nt1,0,1\n\nt2,0,7\n", "bad.csv:4: reward '7' is outside"),
     ],
 )
 def test_a_bad_table_is_refused_naming_the_file_and_a_way_on(tmp_path: Path, text: str, words: str) -> None:
@@ -98,6 +109,17 @@ def test_a_bad_table_is_refused_naming_the_file_and_a_way_on(tmp_path: Path, tex
     with pytest.raises(ResultsError, match="bad.csv") as caught:
         read_results(path)
     assert words in str(caught.value)
+
+
+def test_a_table_saved_with_a_byte_order_mark_reads_as_without(tmp_path: Path) -> None:
+    """Excel's "CSV UTF-8" starts the file with a BOM: its first column was '\\ufefftask_id', and
+    the file was refused for having no task_id column."""
+    path = tmp_path / "excel.csv"
+    path.write_bytes("task_id,trial,reward\nt1,0,1\n".encode("utf-8-sig"))
+    assert [(o.task_id, o.reward) for o in read_results(path).outcomes] == [("t1", 1.0)]
+    lines = tmp_path / "b.jsonl"
+    lines.write_bytes('{"task_id": "t1", "reward": 0.5}\n'.encode("utf-8-sig"))
+    assert [o.reward for o in read_results(lines).outcomes] == [0.5]
 
 
 def test_an_unknown_file_is_refused_naming_the_formats(tmp_path: Path) -> None:
@@ -348,3 +370,119 @@ def test_seeds_not_shown_for_lack_of_paired_trials_does_not_say_a_file_records_n
     errored = run_of({"a": [None], "b": [None]}, label="cand", seed="7")
     said = " ".join(compare_runs(base, [errored], CompareSettings()).promises()["do_not_hold"])
     assert "common trial seeds are not shown" in said and "a file records none" not in said
+
+
+def test_a_run_with_more_trials_is_not_said_to_have_errored_and_the_way_on_is_to_run_the_same_trials() -> (
+    None
+):
+    """`compare base.eval new.eval` with `--epochs 3` for the baseline and `--epochs 5` for the
+    candidate (a +0.15 gain, p = 0.0005): INDECISIVE, "infra errors differ between the arms (0 vs
+    120)" and "errored: 120 baseline" under a baseline line that says "0 errored". The rows a file
+    lacks are still weighed as errors (one left out could have been left out for its reward), but
+    they are said as what they are, with the way on."""
+    from pytest_capevolve._show.compare import render_table
+
+    tasks = [f"t{i}" for i in range(20)]
+    base = run_of({t: [0.0, 1.0, 0.0] for t in tasks}, "base")
+    cand = run_of({t: [0.0, 1.0, 1.0, 1.0, 0.0] for t in tasks}, "cand")  # 0.6 a task against 1/3
+    result = compare_runs(base, [cand], CompareSettings())
+    [verdict] = [p.verdict for p in result.pairs]
+    assert verdict.decision == "indecisive"  # the guard stands: worst-case imputation flips it
+    assert "the baseline's 40 are rows one file lacks, not errors" in verdict.reason
+    assert "the baseline has 3 trials a task, the candidate 5" in verdict.reason
+    assert verdict.reason.endswith("evaluate both runs on the same tasks with the same number of trials")
+    facts = next(line for line in render_table(result) if line.startswith("cand: "))
+    assert "errored" not in facts and "missing (no row in one file): 40 baseline, 0 candidate" in facts
+    # an errored trial is still said as one, beside the rows a file lacks
+    cand = run_of({t: [0.0, None, 1.0, 1.0, 0.0] for t in tasks}, "cand")
+    facts = next(
+        line
+        for line in render_table(compare_runs(base, [cand], CompareSettings()))
+        if line.startswith("cand: ")
+    )
+    assert (
+        "errored: 0 baseline, 20 candidate" in facts and "missing (no row in one file): 40 baseline" in facts
+    )
+
+
+def test_a_candidate_file_without_some_tasks_says_which_rows_it_lacks() -> None:
+    tasks = [f"t{i}" for i in range(20)]
+    base = run_of({t: [0.0, 1.0] for t in tasks}, "base")
+    # better on 8 tasks, equal on 9, and no rows for the last 3: their worst case flips the accept
+    cand = run_of({t: [1.0, 1.0] if i < 8 else [0.0, 1.0] for i, t in enumerate(tasks[:17])}, "cand")
+    [pairing] = [p.pairing for p in compare_runs(base, [cand], CompareSettings()).pairs]
+    assert pairing.lacking == {"candidate": 6, "best": 0} and pairing.infra_errors == {
+        "candidate": 6,
+        "best": 0,
+    }
+    [verdict] = [p.verdict for p in compare_runs(base, [cand], CompareSettings()).pairs]
+    assert verdict.decision == "indecisive", verdict.reason
+    assert (
+        "the candidate's 6 are rows one file lacks, not errors (3 tasks are in the baseline's file only)"
+        in (verdict.reason)
+    )
+
+
+def test_a_task_id_that_names_another_task_in_the_other_file_is_refused() -> None:
+    """lm-eval's doc_id is a position in the dataset, inspect numbers unnamed samples 1..N: the
+    samples of gsm8k and of arc_easy (or two dataset versions) share every id, and were paired
+    and given a verdict (REJECT, p = 0.42, on tasks never run twice). Where both files record what
+    a task is, an id whose content differs is refused; where one does not, nothing is assumed."""
+
+    def run(contents: dict[str, str | None], label: str) -> ImportedRun:
+        outcomes = tuple(Outcome(t, "0", 1.0, content=c) for t, c in contents.items())
+        return ImportedRun(Path(f"{label}.jsonl"), "lm_eval", label, outcomes)
+
+    same = pair(run({"0": "h0", "1": "h1"}, "a"), run({"1": "h1", "0": "h0", "2": "h2"}, "b"))
+    assert same.task_ids == ["0", "1", "2"]
+    assert pair(run({"0": "h0", "1": None}, "a"), run({"0": None, "1": "other"}, "b")).task_ids == ["0", "1"]
+    with pytest.raises(ResultsError) as caught:
+        pair(run({"0": "h0", "1": "h1", "2": "h2"}, "a"), run({"0": "h0", "1": "x1", "2": "x2"}, "b"))
+    said = str(caught.value)
+    assert (
+        said.startswith("task '1' is not the same task in a.jsonl and b.jsonl")
+        and "(2 of 3 shared ids so)" in said
+    )
+
+
+def test_a_docs_snippet_that_reads_an_exit_code_turns_bash_e_off_first() -> None:
+    """compare.md's CI snippet ran `capevolve compare … --markdown summary.md` then `code=$?`: in a
+    GitHub Actions step (bash -e) a reject ended the step at the first line, and the summary the
+    next line posts was never posted. ci.md's gate step has `set +e`; every snippet does now."""
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    for page in sorted(docs.rglob("*.md")):
+        for block in re.findall(r"```[a-z]*\n(.*?)```", page.read_text(encoding="utf-8"), re.S):
+            if "code=$?" in block:
+                before = block.split("code=$?")[0]
+                assert "set +e" in before, f"{page.relative_to(docs)}: `code=$?` without `set +e` before it"
+
+
+def test_a_run_named_with_label_still_shows_its_file() -> None:
+    """`compare new.csv old.csv --label old --label new` printed "baseline old … new ACCEPT" and
+    posted the same: the files' roles swapped by their names alone, with no file shown."""
+    from pytest_capevolve._show.compare import render_markdown, render_table
+
+    base = ImportedRun(Path("runs/new.csv"), "csv", "old", run_of({"t": [1.0]}).outcomes)
+    cand = ImportedRun(Path("runs/old.csv"), "csv", "new", run_of({"t": [0.0]}).outcomes)
+    result = compare_runs(base, [cand], CompareSettings())
+    lines = render_table(result)
+    assert lines[0].startswith("baseline old (runs/new.csv): csv") and lines[2].startswith(
+        "candidate new (runs/old.csv)"
+    )
+    summary = render_markdown(result)
+    assert "Baseline **old (runs/new.csv)**" in summary and "| new (runs/old.csv) | **REJECT**" in summary
+    # a name the reader made from the file (promptfoo's arm) shows no path twice
+    arm = ImportedRun(Path("r.json"), "promptfoo", "r.json [terse]", run_of({"t": [1.0]}).outcomes)
+    assert render_table(compare_runs(arm, [cand], CompareSettings()))[0].startswith(
+        "baseline r.json [terse]: "
+    )
+
+
+def test_common_seeds_are_said_as_seeds_recorded_not_as_outputs_shared() -> None:
+    """Two inspect logs of a mock model that ignores its seed, both at --seed 0, were said to share
+    "common random numbers" among what holds: a file shows the seed asked for, not that the agent
+    honoured it (inspect passes it to some providers only, and none promises the same output)."""
+    rewards = {"a": [1.0, 0.0], "b": [0.0, 1.0]}
+    holds = compare_runs(run_of(rewards, seed="0"), [run_of(rewards, "B", seed="0")], CompareSettings())
+    [said] = [line for line in holds.promises()["hold"] if "same seed" in line]
+    assert said.endswith("(common random numbers, where the agent honours its seed)")

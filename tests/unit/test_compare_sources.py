@@ -118,3 +118,59 @@ def test_an_inspect_seed_is_read_where_eval_given_a_model_object_records_it() ->
     assert log_seed(log(plan=None, model=3)) == "3"  # `inspect eval --seed 3` as the CLI records it
     assert log_seed(log(plan=None, model=None)) is None
     assert log_seed(NS(plan=NS(), eval=NS(model_generate_config=None))) is None
+
+
+def test_a_file_inspect_cannot_read_is_refused_in_one_line() -> None:
+    """`--format inspect` on promptfoo's output: inspect's reader raised a pydantic error of four
+    lines (a link to pydantic's docs last), printed as the `error:` line and three more."""
+    pytest.importorskip("inspect_ai")
+    with pytest.raises(ResultsError) as caught:
+        read_results(DATA / "promptfoo" / "results.json", format="inspect")
+    said = str(caught.value)
+    assert "\n" not in said and said.startswith(
+        f"{DATA / 'promptfoo' / 'results.json'}: inspect_ai could not"
+    )
+    assert "not an inspect_ai log" in said and "--format" in said
+
+
+def test_samples_of_another_lm_eval_task_under_the_same_doc_ids_are_refused(tmp_path: Path) -> None:
+    """doc_id is a position: another task's (or dataset version's) samples share every id. The
+    file's doc_hash says which document a line is."""
+    careful = DATA / "lm_eval" / "samples_arith_mc_careful.jsonl"
+    rows = [json.loads(line) for line in careful.read_text(encoding="utf-8").splitlines()]
+    for row in rows[3:]:
+        row["doc"]["question"] += " (v2)"
+        row["doc_hash"] = row["doc_hash"][::-1]
+    other = tmp_path / "samples_arith_mc_v2.jsonl"
+    other.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    sloppy = read_results(DATA / "lm_eval" / "samples_arith_mc_sloppy.jsonl")
+    with pytest.raises(ResultsError, match=r"task '3' is not the same task in .*\(7 of 10 shared ids so\)"):
+        compare_runs(sloppy, [read_results(other)], CompareSettings())
+    assert compare_runs(sloppy, [read_results(careful)], CompareSettings()).decisions == ["accept"]
+
+
+def test_a_deepeval_case_whose_input_changed_is_not_paired_with_the_old_one(tmp_path: Path) -> None:
+    doc = json.loads((DATA / "deepeval" / "deepeval_candidate.json").read_text(encoding="utf-8"))
+    doc["testCases"][0]["input"] = "a question the baseline never saw"
+    changed = tmp_path / "changed.json"
+    changed.write_text(json.dumps(doc), encoding="utf-8")
+    base = read_results(DATA / "deepeval" / "deepeval_baseline.json")
+    with pytest.raises(ResultsError, match="is not the same task"):
+        compare_runs(base, [read_results(changed)], CompareSettings())
+
+
+def test_a_metric_outside_0_1_in_a_tools_file_names_a_way_on_that_works_on_that_file(tmp_path: Path) -> None:
+    """An lm-eval metric of 7 (a 0-10 rubric) was refused with "rescale the scores to [0, 1]
+    first": a samples file cannot be rescaled in place, and compare has no option for it."""
+    rows = [
+        json.loads(line)
+        for line in (DATA / "lm_eval" / "samples_arith_mc_sloppy.jsonl").read_text().splitlines()
+    ]
+    rows[0]["acc"] = 7
+    scaled = tmp_path / "samples_arith_mc_rubric.jsonl"
+    scaled.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    with pytest.raises(ResultsError) as caught:
+        read_results(scaled)
+    said = str(caught.value)
+    assert said.startswith(f"{scaled}:1: reward 7 is outside [0, 1]; name a score in [0, 1] with --scorer")
+    assert "export the file as a CSV of task_id, trial, reward with the scores rescaled" in said
