@@ -21,7 +21,7 @@ Designs: the bets of one design effect (``fixed``), a weighted mean of several d
 effect is learned from the tasks already seen (``plug-in``: before task t the design effect is the
 mean delta of tasks 1 … t − 1, shrunk to a prior of +0.10 with the weight of ``m`` tasks, on a grid of
 0.01; a bet fixed before its task is seen, so the wealth stays a martingale). Every design's laws come
-from the synthetic mix (the package's design table, the mix integrated exactly), not the τ² pool measured on, as ``outcome_bets.py``'s.
+from the synthetic mix (seed 2026), not the τ² pool measured on, as ``outcome_bets.py``'s.
 
 Printed per design, on the τ² rates (``--draws`` candidates per N, common random numbers: N reads a
 prefix; the fixed exact gate through ``sprt_floor.fixed_power`` on the very same candidates): its
@@ -66,10 +66,9 @@ import numpy as np
 from scipy import stats as sps
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from outcome_bets import design_steps  # noqa: E402
 from sequential import real_rates  # noqa: E402
 from sprt_floor import draw_outcomes, fixed_power  # noqa: E402
-
-from pytest_capevolve._stats.outcome_bets import design_steps  # noqa: E402  (the gate's own design table)
 
 ALPHA = 0.05
 POWER = 0.8
@@ -79,6 +78,12 @@ BLOCK = 100
 GRID = np.round(np.arange(0.01, 0.2501, 0.01), 2)  # design effects the plug-in chooses from
 
 Wealth = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def design_pool() -> np.ndarray:
+    import cost_per_decision as bench  # noqa: PLC0415  (a sibling that imports outcome_bets)
+
+    return np.asarray(bench.synthetic_rates(np.random.default_rng(2026)))
 
 
 def design_pool_other(seed: int) -> np.ndarray:
@@ -92,10 +97,10 @@ _STEPS: dict[float, np.ndarray] = {}
 
 
 def steps_at(effect: float) -> np.ndarray:
-    """log(1 + θ(a, b)) of the design for ``effect`` on the synthetic mix (the package's table, cached)."""
+    """log(1 + θ(a, b)) of the design for ``effect`` on the synthetic mix (cached)."""
     key = round(float(effect), 4)
     if key not in _STEPS:
-        _STEPS[key] = design_steps(TRIALS, key)
+        _STEPS[key] = design_steps(design_pool(), key, TRIALS)
     return _STEPS[key]
 
 

@@ -22,12 +22,10 @@ The paths, each through the package's own decision functions:
 
 - ``fixed exact``: the default gate rule (``_decide/rules.py`` ``exact``: the paired
   sign-flip test at α = 0.05) on all N tasks.
-- ``sequential``: the sequential gate as a session runs it on binary rewards: ``_decide/stopping.py``
-  ``track`` on each candidate's tasks in order (efficacy bets on each task's (a, b),
-  ``_stats/outcome_bets.py``; futility on the deltas at ``gate_min_effect`` 0.05), at exhaustion the
-  exact rule and the joint p (``stopping.joint_p``: the swap p, 1,000 resamples here; the session
-  uses 20,000, fewer only costs power). ``seq. Δ bets``: the same calls fed each task's delta alone
-  (the aGRAPA e-process and ``exhaustion_p``): the gate before session 28, and on graded rewards.
+- ``sequential``: ``_decide/stopping.py`` levels and ``_stats/sequential.py`` e-processes
+  (efficacy at 1/α, futility at ``gate_min_effect`` 0.05), at exhaustion the exact rule and the
+  joint p (``exhaustion_p``, 1,000 resamples here; the session uses 20,000, fewer only costs
+  power).
 - ``screen+grow``: the documented ladder with ``grow_max_looks: 3``: a tier-1 screen
   (``_decide/screen.py``: ``select``, ``decide_screen`` with its ceiling) that can kill; a
   promote is gated on full val at α/2 (``_decide/alpha_budget.py``) reusing the screen's rollouts; a
@@ -45,6 +43,12 @@ The paths, each through the package's own decision functions:
   futility stop (a look with Δ̄ ≤ 0 rejects). ``t-1st+e``: the sequential gate inside each round
   (``trials_first_e``: round k's e-processes read the k-trial deltas task by task at the round's
   level), the exact rule at its level at the end. Rollouts: N per look paid (or per task read).
+- ``(a,b) bets``: a proposal, not the gate (``outcome_bets.py``): an e-process on each task's
+  candidate and best successes (a, b), its bets fixed in advance from a design alternative (+0.10
+  on the synthetic mix), fair whenever the arms are exchangeable (Ville: accepts at 1/α), a binding
+  futility stop at log-wealth −2.5, and at the end of val a joint swap p replaying the path. At +0.05
+  it does not reach 80 % at any val size: bets sized for +0.10 grow at about zero rate at +0.05.
+
 The 80 % point is interpolated linearly between the two grid points around it (val size,
 rollouts, and the null's acceptance rate and rollouts alike); ``power*`` is each path's power on
 the fixed exact gate's 80 % val, the same val for every path. The numbers move by a few hundredths
@@ -52,7 +56,7 @@ between seeds at the default ``--draws 300`` — the fixed gate's own N80 more t
 at +0.10 here, 63.6–65.5 at 4,000–20,000 candidates per integer N (``sprt_floor.py``,
 ``outcome_bets.py --precise``), so every ratio here may read up to 0.1× low; the precise ones are
 theirs. Time: 898 s wall, 188 s CPU, on a 2-core machine at load 12–14 (the whole table, SPRT rows
-and the session-24 ``(a,b) bets`` row, since dropped, included); ``--quick`` (100 draws, 1,000 SPRT paths) 394 s wall at load 9.
+and ``(a,b) bets`` included); ``--quick`` (100 draws, 1,000 SPRT paths) 394 s wall at load 9.
 
 **The floor, computed (``sprt_floor.py``).** Three ``SPRT`` rows are Wald's sequential probability
 ratio test of the per-task outcome law at the effect (P₁) against a null, its thresholds tuned by
@@ -122,16 +126,16 @@ from scipy import stats as sps
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import sprt_floor  # noqa: E402
+from outcome_bets import design_steps, outcome_bets  # noqa: E402
 from sequential import lifted, real_rates  # noqa: E402  (the sibling benchmark's τ² pool)
 from trials_first import _rule, trials_first, trials_first_e  # noqa: E402
 
 from pytest_capevolve import _stats as stats  # noqa: E402
 from pytest_capevolve._decide import screen  # noqa: E402
 from pytest_capevolve._decide.alpha_budget import look_alpha  # noqa: E402
-from pytest_capevolve._decide.stopping import joint_p, split, track  # noqa: E402
+from pytest_capevolve._decide.stopping import split  # noqa: E402
 from pytest_capevolve._decide.verdict import GateConfig  # noqa: E402
-from pytest_capevolve._stats import outcome_bets as ob  # noqa: E402
-from pytest_capevolve._stats import sequential as seq  # noqa: E402
+from pytest_capevolve._stats.sequential import exhaustion_p, first_crossings  # noqa: E402
 
 ALPHA = 0.05
 MIN_EFFECT = 0.05  # the spec's default gate_min_effect
@@ -195,43 +199,23 @@ def t_test(a: Arms) -> tuple[np.ndarray, np.ndarray]:
 
 
 def sequential(a: Arms) -> tuple[np.ndarray, np.ndarray]:
-    """The sequential gate as the session runs it on binary equal trials (``bet: outcome``): the package's
-    ``stopping.track`` on each candidate's tasks in order, at exhaustion the exact rule at α and
-    ``stopping.joint_p`` (the outcome bets' swap p, ``RESAMPLES`` swaps)."""
-    return _sequential(a, outcome=True)
-
-
-def sequential_delta(a: Arms) -> tuple[np.ndarray, np.ndarray]:
-    """The sequential gate before issue 40 (``bet: delta``, what it still does on graded rewards): the same
-    calls, fed each task's delta alone."""
-    return _sequential(a, outcome=False)
-
-
-def sequential_swap_alone(a: Arms) -> tuple[np.ndarray, np.ndarray]:
-    """Not the gate: ``sequential`` with the swap p alone deciding at exhaustion (session 24's design),
-    without the exact rule beside it — what the exact gate's verdict at exhaustion costs."""
-    return _sequential(a, outcome=True, exact_rule=False)
-
-
-def _sequential(a: Arms, *, outcome: bool, exact_rule: bool = True) -> tuple[np.ndarray, np.ndarray]:
     levels = split(ALPHA)
-    trials = a.cand.shape[2]
     deltas = a.cand.mean(axis=2) - a.best.mean(axis=2)
-    wins, losses = (np.rint(x.sum(axis=2)).astype(int) for x in (a.cand, a.best))
-    accepted, used = np.zeros(len(deltas), dtype=bool), np.zeros(len(deltas))
+    code, used = first_crossings(
+        deltas,
+        alpha_efficacy=float(levels.efficacy),
+        alpha_futility=float(levels.futility),
+        min_effect=MIN_EFFECT,
+    )
+    accepted = code == 1
     config = GateConfig(alpha=levels.exhaustion)
-    for i, row in enumerate(deltas):
-        pairs = [
-            (int(c), int(b), trials) if outcome else None for c, b in zip(wins[i], losses[i], strict=True)
-        ]
-        read = ob.outcomes(row.tolist(), pairs)
-        decision = track(read, alpha=levels, min_effect=MIN_EFFECT, total_tasks=row.size)
-        used[i] = decision.state.tasks
-        if decision.decided:
-            accepted[i] = decision.state.stopped == seq.EFFICACY
-        elif not exact_rule or _rule(a.cand[i], a.best[i], config):  # the exact gate at α, and the joint p
-            accepted[i] = Fraction(*joint_p(read, decision, n_resamples=RESAMPLES, seed=i)) <= levels.alpha
-    return accepted, used * trials
+    for i in np.flatnonzero(code == 0):
+        if _rule(a.cand[i], a.best[i], config):  # the exact gate at α, and the joint p
+            num, den = exhaustion_p(
+                deltas[i], alpha_efficacy=float(levels.efficacy), n_resamples=RESAMPLES, seed=int(i)
+            )
+            accepted[i] = Fraction(num, den) <= levels.alpha
+    return accepted, used * a.cand.shape[2]
 
 
 def screen_grow(a: Arms) -> tuple[np.ndarray, np.ndarray]:
@@ -271,7 +255,6 @@ def screen_grow(a: Arms) -> tuple[np.ndarray, np.ndarray]:
 PATHS: dict[str, Callable[[Arms], tuple[np.ndarray, np.ndarray]]] = {
     "fixed exact": fixed_exact,
     "sequential": sequential,
-    "seq. Δ bets": sequential_delta,
     "screen+grow": screen_grow,
     "k·SE k=1": k_se(1.0),
     "k·SE k=2": k_se(2.0),
@@ -280,6 +263,8 @@ PATHS: dict[str, Callable[[Arms], tuple[np.ndarray, np.ndarray]]] = {
     "t-1st joint": trials_first(joint=True),
     "t-1st j+fut": trials_first(joint=True, futility=True),
     "t-1st+e": trials_first_e,
+    # a proposal (outcome_bets.py): bets on each task's (a, b), designed for +0.10 on the synthetic mix
+    "(a,b) bets": outcome_bets(design_steps(synthetic_rates(np.random.default_rng(2026)), 0.10, 3), -2.5),
 }
 TRIALS_FIRST = ("trials-1st", "t-1st joint", "t-1st j+fut", "t-1st+e")
 
@@ -378,19 +363,11 @@ def oracle_sprt(
 
 
 def table(
-    name: str,
-    pool: np.ndarray,
-    rng: np.random.Generator,
-    draws: int,
-    trials: int,
-    floor_paths: int,
-    only: list[str] | None = None,
+    name: str, pool: np.ndarray, rng: np.random.Generator, draws: int, trials: int, floor_paths: int
 ) -> None:
-    """The table on ``pool``; with ``only``, those paths and the fixed exact gate, and no SPRT rows."""
-    paths = {p: fn for p, fn in PATHS.items() if only is None or p == "fixed exact" or p in only}
     pops = {e: population(rng, pool, e, draws, trials) for e in (0.0, *EFFECTS)}
-    found = {(p, e): n80(fn, pops[e]) for p, fn in paths.items() for e in EFFECTS}
-    at = {(p, e): mean_at(paths[p], pops[e], found[(p, e)]) for p, e in found}
+    found = {(p, e): n80(fn, pops[e]) for p, fn in PATHS.items() for e in EFFECTS}
+    at = {(p, e): mean_at(PATHS[p], pops[e], found[(p, e)]) for p, e in found}
     base = {e: at[("fixed exact", e)][2] for e in EFFECTS}
     print(
         f"\n{name}: mean task rate {pool.mean():.3f}; {draws} candidates per step; {trials} trials per task"
@@ -399,16 +376,14 @@ def table(
         f"{'path':<12} {'N80 +.05':>8} {'×fixed':>7} {'power*':>6} {'N80 +.10':>8} {'×fixed':>7} "
         f"{'power*':>6} {'type I':>7} {'null ×fixed':>11}"
     )
-    for p, fn in paths.items():
+    for p, fn in PATHS.items():
         cells = []
         for e in EFFECTS:
             n, _, paid = at[(p, e)]
             power = mean_at(fn, pops[e], found[("fixed exact", e)])[1]
             cells.append(f"{n:>8.1f} {paid / base[e]:>7.2f} {power:>6.2f}")
         _, type_one, paid = mean_at(fn, pops[0.0], found[(p, 0.10)])
-        print(f"{p:<12} {' '.join(cells)} {type_one:>7.3f} {paid / base[0.10]:>11.2f}", flush=True)
-    if only is not None:
-        return
+        print(f"{p:<12} {' '.join(cells)} {type_one:>7.3f} {paid / base[0.10]:>11.2f}")
     for against, label in (("delta", "SPRT Δ"), ("exch", "SPRT exch."), ("tau", "SPRT τ² P₀")):
         floors = [sprt_floor.floor(rng, pool, e, trials, against, floor_paths) for e in EFFECTS]
         cells = [f"{f.tasks:>8.1f} {f.tasks * trials / base[f.effect]:>7.2f} {f.power:>6.2f}" for f in floors]
@@ -423,17 +398,13 @@ def table(
     print(f"{'Wald bound':<12} {' '.join(cells)} {ALPHA:>7.3f} {'':>11}")
 
 
-def type_one(
-    pool: np.ndarray, rng: np.random.Generator, n: int, draws: int, trials: int, only: list[str] | None = None
-) -> None:
-    """The trials-first rows' and the sequential gate's false-accept rate on ``draws`` null candidates at val size ``n``, with a
+def type_one(pool: np.ndarray, rng: np.random.Generator, n: int, draws: int, trials: int) -> None:
+    """The trials-first rows' and the (a, b) bets' false-accept rate on ``draws`` null candidates at val size ``n``, with a
     binomial 95 % upper bound (to tell 5 % from 6 %, ``draws`` ≥ 10,000: the bound is then ≤ rate + 0.0036)."""
     rates = rng.choice(pool, size=(draws, n), replace=True)
     cand, best = ((rng.random((draws, n, trials)) < rates[..., None]).astype(float) for _ in range(2))
     arms = Arms(cand, best, cand, best)  # the trials-first paths pay no grow trials
-    for name in (*TRIALS_FIRST, "sequential", "seq. Δ bets"):
-        if only is not None and name not in only:
-            continue
+    for name in (*TRIALS_FIRST, "(a,b) bets"):
         rate = float(PATHS[name](arms)[0].mean())
         upper = sps.beta.ppf(0.95, rate * draws + 1, draws - rate * draws)  # Clopper–Pearson, one-sided
         print(f"type I of {name:<12} at N = {n}, {draws:,} nulls: {rate:.4f} (95 % upper bound {upper:.4f})")
@@ -456,13 +427,6 @@ def main(argv: list[str] | None = None) -> None:
         "--type-one", type=int, default=0, metavar="DRAWS", help="then DRAWS τ² nulls per trials-first row"
     )
     parser.add_argument(
-        "--only",
-        nargs="+",
-        default=None,
-        metavar="PATH",
-        help="only these rows (and fixed exact), no SPRT rows",
-    )
-    parser.add_argument(
         "--type-one-n", type=int, default=66, help="their val size (the fixed gate's +0.10 N80)"
     )
     args = parser.parse_args(argv)
@@ -476,15 +440,7 @@ def main(argv: list[str] | None = None) -> None:
         "power; ×fixed = mean candidate rollouts / the fixed-n exact gate's N80·trials; type I and "
         "null rollouts at each path's +0.10 N80"
     )
-    table(
-        "τ²-bench airline per-task rates",
-        real_rates(),
-        rng,
-        args.draws,
-        args.trials,
-        args.floor_paths,
-        args.only,
-    )
+    table("τ²-bench airline per-task rates", real_rates(), rng, args.draws, args.trials, args.floor_paths)
     table(
         "synthetic mix (⅓ near 0, ⅓ near 1, ⅓ uniform)",
         synthetic_rates(rng),
@@ -492,7 +448,6 @@ def main(argv: list[str] | None = None) -> None:
         args.draws,
         args.trials,
         args.floor_paths,
-        args.only,
     )
     print(
         "power* = power on the fixed exact gate's N80 val (the same val for every path; the SPRTs' own "
@@ -504,11 +459,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(
         "0.6× at +0.10 is above the floor, barely: an SPRT that knows the effect's law spends 0.58× reading "
-        "deltas and 0.52× reading each task's (a, b) (sprt_floor.py, ±0.01); the sequential gate bets on "
-        "(a, b) since session 28: 0.643 ± 0.039 at integer val sizes (outcome_bets.py --precise 3000 --gate)"
+        "deltas and 0.52× reading each task's (a, b) (sprt_floor.py, ±0.01); only a design reading (a, b) got "
+        "under 0.6× ((a,b) bets: 0.575 ± 0.015, outcome_bets.py --precise), and it gives up +0.05; "
+        "keeping +0.05 the cheapest found spends 0.617 ± 0.010 (bet_frontier.py)"
     )
     if args.type_one:
-        type_one(real_rates(), rng, args.type_one_n, args.type_one, args.trials, args.only)
+        type_one(real_rates(), rng, args.type_one_n, args.type_one, args.trials)
     print(f"({time.perf_counter() - start:.0f} s)")
 
 

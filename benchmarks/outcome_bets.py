@@ -6,7 +6,7 @@ Run: python benchmarks/outcome_bets.py [--draws 300] [--seed 2026] [--mix]
      [--type-one 20000 | --precise 8000 --seed 2027]
 
 Task t multiplies the wealth by 1 + θ(a_t, b_t), θ(a, b) = (p(a, b) − p(b, a)) / (p(a, b) + p(b, a))
-for a design law p (``_stats.outcome_bets.design_law``: a mix of task rates, at a design effect):
+for a design law p (:func:`sprt_floor.outcome_law` on a design pool of rates, at a design effect):
 when the arms are exchangeable within a task (a byte-identical candidate, common seeds or not),
 given the unordered pair {a, b} each order is equally likely, so every factor has mean 1 and the
 wealth is a non-negative martingale whatever the rates — by Ville's inequality it reaches 1/α with
@@ -16,9 +16,8 @@ joint swap p (task-level swaps of (a, b), each replaying the whole path: T = ∞
 on futility, else the final log-wealth; +1, seeded) ≤ α — as the sequential gate's
 ``exhaustion_p`` calibrates its end, so early and final accepts are one test at α.
 
-The design is the package's (``pytest_capevolve._stats.outcome_bets``, which the sequential gate bets
-with since session 28): the synthetic mix of ``cost_per_decision.synthetic_rates`` integrated exactly,
-the design effect +0.10 and the lift spread over headroom (the benchmark's own lift model: a design
+The design pool is the synthetic mix (``cost_per_decision.synthetic_rates``, seed 2026), the
+design effect +0.10 and the lift spread over headroom (the benchmark's own lift model: a design
 this close to the truth's form is optimistic; the pool is not the τ² one).
 """
 
@@ -34,12 +33,17 @@ import numpy as np
 from scipy import stats as sps
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sprt_floor import exchangeable, outcome_law  # noqa: E402
 from trials_first import Paired  # noqa: E402
-
-from pytest_capevolve._stats.outcome_bets import design_steps  # noqa: E402  (the gate's own design table)
 
 ALPHA = 0.05
 RESAMPLES = 1000
+
+
+def design_steps(pool: np.ndarray, effect: float, trials: int) -> np.ndarray:
+    """log(1 + θ(a, b)) for every (a, b): the log-factor a task's outcome multiplies the wealth by."""
+    law = outcome_law(pool, effect, trials)
+    return np.asarray(np.log(law) - np.log(exchangeable(law)))
 
 
 def _stops(paths: np.ndarray, low: float, high: float) -> tuple[np.ndarray, np.ndarray]:
@@ -122,48 +126,23 @@ def precise_n80(
 
 
 def design(mix: bool) -> np.ndarray:
-    """The design's log-steps: the gate's bets for +0.10 on the synthetic mix, or with ``mix`` the
+    """The design's log-steps: bets for +0.10 on the synthetic mix (seed 2026), or with ``mix`` the
     mean wealth of the +0.05 and +0.10 designs (stacked)."""
+    import cost_per_decision as bench  # noqa: PLC0415  (a sibling that imports this one)
+
+    pool = bench.synthetic_rates(np.random.default_rng(2026))
     if mix:
-        return np.stack([design_steps(3, 0.05), design_steps(3, 0.10)])
-    return design_steps(3, 0.10)
+        return np.stack([design_steps(pool, 0.05, 3), design_steps(pool, 0.10, 3)])
+    return design_steps(pool, 0.10, 3)
 
 
-def precise(
-    steps: np.ndarray, effect: float, draws: int, seed: int, lows: tuple[float, ...], gate: bool = False
-) -> None:
+def precise(steps: np.ndarray, effect: float, draws: int, seed: int, lows: tuple[float, ...]) -> None:
     """On the τ² rates: the fixed exact gate's and the design's N80 and rollouts at integer N on
-    ``draws`` candidates (the same ones for both), ±2 SE; with ``gate``, the package's sequential gate
-    (``cost_per_decision.sequential``: outcome bets, delta futility, exact rule and swap p at the end) and
-    its delta e-process before issue 40 instead of the designs."""
+    ``draws`` candidates (the same ones for both), ±2 SE."""
     import cost_per_decision as bench  # noqa: PLC0415
 
     rng = np.random.default_rng(seed)
     arms = bench.population(rng, bench.real_rates(), effect, draws, 3)
-    if gate:
-        top = 160 if effect >= 0.1 else 520
-        arms = bench.Arms(arms.cand[:, :top], arms.best[:, :top], arms.cand, arms.best)
-        n80, se, paid = precise_n80(bench.fixed_exact, arms)
-        print(f"  fixed exact: N80 {n80:.1f} ± {2 * se:.1f} (2 SE), {draws:,} candidates per N", flush=True)
-        val = int(round(n80))
-        fixed = bench.fixed_exact(bench.Arms(arms.cand[:, :val], arms.best[:, :val], arms.cand, arms.best))[0]
-        paths = (
-            ("sequential (outcome bets)", bench.sequential),
-            ("seq. Δ bets", bench.sequential_delta),
-            ("swap p alone at exhaustion (not the gate)", bench.sequential_swap_alone),
-        )
-        for name, path in paths:
-            n, n_se, cost = precise_n80(path, arms)
-            ratio = cost / paid
-            err = 2 * ratio * float(np.hypot(n_se / n, se / n80))
-            accepted = path(bench.Arms(arms.cand[:, :val], arms.best[:, :val], arms.cand, arms.best))[0]
-            diff = accepted.astype(float) - fixed
-            print(
-                f"  {name}: N80 {n:.1f}, ×fixed {ratio:.3f} ± {err:.3f}; power at N={val} {accepted.mean():.3f} "
-                f"vs fixed {fixed.mean():.3f} (Δ {diff.mean():+.3f} ± {2 * diff.std(ddof=1) / np.sqrt(draws):.3f})",
-                flush=True,
-            )
-        return
     top = 160 if effect >= 0.1 else 520
     arms = bench.Arms(arms.cand[:, :top], arms.best[:, :top], arms.cand, arms.best)
     n80, se, paid = precise_n80(bench.fixed_exact, arms)
@@ -206,7 +185,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--precise", type=int, default=0, metavar="DRAWS", help="only: N80 at integer N, τ², +0.10 and +0.05"
     )
-    parser.add_argument("--gate", action="store_true", help="with --precise: the package's sequential gate")
     args = parser.parse_args(argv)
     import cost_per_decision as bench  # noqa: PLC0415  (a sibling that imports this one)
 
@@ -218,7 +196,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.precise:
         for effect in (0.10, 0.05):
             print(f"τ² {effect:+.2f}:")
-            precise(steps, effect, args.precise, args.seed, (LOWS[1],), gate=args.gate)
+            precise(steps, effect, args.precise, args.seed, (LOWS[1],))
     if args.type_one or args.precise:
         print(f"({time.perf_counter() - start:.0f} s)")
         return

@@ -35,7 +35,6 @@ import numpy as np
 from pytest_capevolve import _stats as stats
 from pytest_capevolve._decide import alpha_budget
 from pytest_capevolve._decide.stopping import split
-from pytest_capevolve._stats.outcome_bets import lifted  # one source: the outcome bets design with it
 from pytest_capevolve._stats.sequential import exhaustion_p, first_crossings
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "tau2-airline-v4-val-per-task.json"
@@ -52,6 +51,15 @@ def real_rates() -> np.ndarray:
     ids = sorted(data["seed"])
     arms = ("seed", "c0_null5", "c0_null5b", "c0_null5c")
     return np.array([np.mean([r for a in arms for r in data[a][t]["trials"]]) for t in ids])
+
+
+def lifted(rates: np.ndarray, effect: float) -> np.ndarray:
+    """Rates raised by ``effect`` on average, spread over each row's headroom."""
+    if not effect:
+        return rates
+    headroom = 1 - rates
+    scale = headroom.mean(axis=-1, keepdims=True)
+    return np.clip(rates + effect * headroom / np.maximum(scale, 1e-9), 0, 1)
 
 
 def arm(rng: np.random.Generator, rates: np.ndarray) -> np.ndarray:

@@ -53,17 +53,32 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+from scipy import stats as sps
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sequential import lifted, real_rates  # noqa: E402
 from trials_first import _rule, null_tail  # noqa: E402
 
 from pytest_capevolve._decide.verdict import GateConfig  # noqa: E402
-from pytest_capevolve._stats.outcome_bets import exchangeable, outcome_law  # noqa: E402  (one source)
 
 ALPHA = 0.05
 POWER = 0.8
 EFFECTS = (0.05, 0.10)
+
+
+def outcome_law(pool: np.ndarray, effect: float, trials: int) -> np.ndarray:
+    """P(a, b): the candidate's a and the best's b successes out of ``trials`` on one task drawn from
+    ``pool`` (uniformly), the candidate at the lifted rate — a (trials + 1)² array summing to 1."""
+    grid = np.arange(trials + 1)
+    up = lifted(pool[None, :], effect)[0]
+    cand = sps.binom.pmf(grid[None, :], trials, up[:, None])
+    best = sps.binom.pmf(grid[None, :], trials, pool[:, None])
+    return np.asarray(cand.T @ best / pool.size)
+
+
+def exchangeable(law: np.ndarray) -> np.ndarray:
+    """The law nearest ``law`` in KL(law ‖ ·) under which the arms are exchangeable: (p + pᵀ) / 2."""
+    return np.asarray((law + law.T) / 2)
 
 
 def _by_delta(law: np.ndarray) -> np.ndarray:

@@ -1,12 +1,9 @@
 """The sequential gate's rule: stop paying once the answer is known, at either end.
 
-After each task valid on both sides its outcome feeds two e-processes: efficacy accepts at 1/α_e; futility
-(against "at least ``gate_min_effect`` better", on the task's delta) only rejects, so it cannot raise false
-accepts. Efficacy bets on each task's successes (a, b) over the binary trials valid on both sides
-(:mod:`.._stats.outcome_bets`, ``bet: outcome``) and on a graded task's delta as the aGRAPA e-process does
-(:mod:`.._stats.sequential`; every task graded: ``bet: delta``, today's process unchanged). At exhaustion an
-accept also needs the joint p (the swap p of the outcome bets, or :func:`.._stats.sequential.exhaustion_p`)
-≤ α, so early and final accepts are one test at level α. Pure."""
+After each task valid on both sides the paired delta feeds two e-processes: efficacy accepts at 1/α_e;
+futility (against "at least ``gate_min_effect`` better") only rejects, so it cannot raise false accepts. At
+exhaustion an accept also needs the joint p (:func:`.._stats.sequential.exhaustion_p`) ≤ α, so early and
+final accepts are one test at level α. Pure."""
 
 from __future__ import annotations
 
@@ -16,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from .._stats import outcome_bets as ob
 from .._stats import sequential as seq
 from .._stats.sign_flip import exceeds as stats_exceeds
 from .alpha_budget import as_fraction
@@ -59,12 +55,8 @@ class SequentialDecision:
     min_effect: float
     total_tasks: int
     # fed the worst case: each trial whose first attempt was an infra error a failure of the candidate and a
-    # pass of the best (an efficacy crossing on the valid trials alone, with errors among them, is not one);
-    # a task betting its outcome takes the least θ any outcome of those trials gives (``worst_theta``)
+    # pass of the best (an efficacy crossing on the valid trials alone, with errors among them, is not one)
     imputed: bool = False
-    bet: str = "delta"  # what efficacy bet on: "outcome", "delta", or "outcome+delta" (both kinds of task)
-    log_wealth: float = 0.0  # the efficacy e-process's log-wealth after ``state.tasks`` tasks
-    trials: tuple[int, ...] = ()  # the trials per side the outcome bets were read at (each count once)
 
     @property
     def decided(self) -> bool:
@@ -82,58 +74,20 @@ class SequentialDecision:
             "threshold_futility": float(1 / self.alpha.futility),
             "min_effect": self.min_effect,
             "alpha_split": self.alpha.to_dict(),
-            "bet": self.bet,
             **({"infra_errors_at_worst": True} if self.imputed else {}),
-            **(self._design() if self.bet != "delta" else {}),
-        }
-
-    def _design(self) -> dict[str, Any]:
-        """What the outcome bets were decided on: their design, the log-wealth and its crossing level."""
-        return {
-            "design_effect": ob.DESIGN_EFFECT,
-            "design_trials": list(self.trials),
-            "log_wealth": self.log_wealth,
-            "log_threshold_efficacy": float(np.log(1 / float(self.alpha.efficacy))),
-            "log_tolerance": ob.TOLERANCE,
         }
 
 
 def track(
-    read: np.ndarray | list[float] | ob.Outcomes, *, alpha: AlphaSplit, min_effect: float, total_tasks: int
+    deltas: np.ndarray | list[float], *, alpha: AlphaSplit, min_effect: float, total_tasks: int
 ) -> SequentialDecision:
-    """The e-processes on the tasks read, in order: deltas alone (today's delta e-process), or
-    :class:`.._stats.outcome_bets.Outcomes`, which bet on each binary task's (a, b)."""
-    levels = {"alpha_efficacy": float(alpha.efficacy), "alpha_futility": float(alpha.futility)}
-    if not isinstance(read, ob.Outcomes) or ob.bet_kind(read) == "delta":
-        deltas = read.deltas if isinstance(read, ob.Outcomes) else np.asarray(read, dtype=float)
-        state = seq.run(deltas, **levels, min_effect=min_effect)
-        log_wealth = float(np.log(state.efficacy)) if state.efficacy > 0 else float("-inf")
-        return SequentialDecision(state, alpha, min_effect, total_tasks, log_wealth=log_wealth)
-    state = ob.run(read, **levels, min_effect=min_effect)
-    path = ob.log_wealth(read)[0]
-    kept = read.trials[: state.tasks][read.outcome[: state.tasks]]
-    return SequentialDecision(
-        state,
-        alpha,
-        min_effect,
-        total_tasks,
-        bet=ob.bet_kind(read),
-        log_wealth=float(path[state.tasks - 1]) if state.tasks else 0.0,
-        trials=tuple(sorted({int(k) for k in kept if k > 0})),
+    state = seq.run(
+        np.asarray(deltas, dtype=float),
+        alpha_efficacy=float(alpha.efficacy),
+        alpha_futility=float(alpha.futility),
+        min_effect=min_effect,
     )
-
-
-def joint_p(
-    read: ob.Outcomes, decision: SequentialDecision, *, n_resamples: int = EXHAUSTION_RESAMPLES, seed: int = 0
-) -> tuple[int, int]:
-    """The joint p at exhaustion (numerator, denominator), as the decision bet: the swap p of the outcome
-    bets, or the delta e-process's sign-flip p (:func:`.._stats.sequential.exhaustion_p`)."""
-    alpha_efficacy = float(decision.alpha.efficacy)
-    if ob.bet_kind(read) == "delta":
-        return seq.exhaustion_p(
-            read.deltas, alpha_efficacy=alpha_efficacy, n_resamples=n_resamples, seed=seed
-        )
-    return ob.swap_p(read, alpha_efficacy=alpha_efficacy, n_resamples=n_resamples, seed=seed)
+    return SequentialDecision(state, alpha, min_effect, total_tasks)
 
 
 def early_verdict(
@@ -189,22 +143,10 @@ def _exceeds_floor(v: Verdict) -> bool:
     return stats_exceeds(*(None if x is None else Fraction(x) for x in (delta, spread)))
 
 
-def exhausted_verdict(
-    verdict: Verdict,
-    decision: SequentialDecision,
-    p_joint: Fraction,
-    *,
-    counted: tuple[int, int] | None = None,
-    seed: int | None = None,
-) -> Verdict:
-    """Val exhausted without a crossing: the exact gate's verdict; an accept also needs ``p_joint`` ≤ α.
-    ``counted``: the p's numerator and denominator as counted (resamples + 1), and the ``seed`` they were
-    drawn with."""
+def exhausted_verdict(verdict: Verdict, decision: SequentialDecision, p_joint: Fraction) -> Verdict:
+    """Val exhausted without a crossing: the exact gate's verdict; an accept also needs ``p_joint`` ≤ α."""
     alpha = decision.alpha.alpha
     numbers = {**decision.numbers(), "p_joint": float(p_joint), "p_joint_exact": str(p_joint)}
-    if counted is not None:
-        numbers |= {"p_joint_num": counted[0], "p_joint_den": counted[1], "resamples": counted[1] - 1}
-        numbers |= {"p_joint_seed": seed} if seed is not None else {}
     note = (
         f"; no e-process crossed over {decision.state.tasks} tasks (efficacy e = "
         f"{decision.state.efficacy:.4g}); joint sequential p = {float(p_joint):.4g}"

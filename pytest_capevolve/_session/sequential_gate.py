@@ -27,7 +27,6 @@ from .._items.nodes import CONTEXT_KEY, SEQUENTIAL_SKIP, item_name
 from .._items.plan import EvalPlan
 from .._policy.gate.verdicts import Evidence, as_null, null_deltas
 from .._project.spec import Spec
-from .._stats import outcome_bets as ob
 from .._stats import sequential as seq
 from .._store.log.event_kinds import ROLLOUT
 from .._store.log.paid_by import UntrustedRecord
@@ -171,28 +170,6 @@ class SequentialGate:
         means = [(self._mean(tag, task_id), self._mean(self.best, task_id)) for task_id in task_ids]
         return [cand - best for cand, best in means if cand is not None and best is not None]
 
-    def outcomes(self, tag: str, task_ids: list[str]) -> ob.Outcomes:
-        """What the e-processes read of ``task_ids`` (those valid on both sides): each task's delta, and a
-        binary task's successes (a, b) over the trials valid on both sides, trial j against trial j (what a
-        swap of the arms leaves alone decides which a task bets on, never its order)."""
-        deltas, pairs = [], []
-        for task_id in task_ids:
-            cand, best = self._mean(tag, task_id), self._mean(self.best, task_id)
-            if cand is None or best is None:
-                continue
-            deltas.append(cand - best)
-            pairs.append(binary_pair(*(self._valid(t, task_id) for t in (tag, self.best))))
-        return ob.outcomes(deltas, pairs)
-
-    def _known(self, side: str, task_id: str) -> tuple[list[float], int]:
-        """A complete task's rewards whose first attempt was valid, and how many trials were not."""
-        trials = self.trials[(side, task_id)].items()
-        known = [r for k, r in trials if r is not None and (side, task_id, k) not in self.errored]
-        return known, len(trials) - len(known)
-
-    def _valid(self, tag: str, task_id: str) -> dict[int, float]:
-        return {k: r for k, r in self.trials.get((tag, task_id), {}).items() if r is not None}
-
     def worst_deltas(self, tag: str, task_ids: list[str]) -> list[float]:
         """Each task's delta with every trial whose first attempt was an infra error read as a failure of
         ``tag`` and a pass of the best: the worst case against an accept (the tasks are complete)."""
@@ -203,30 +180,6 @@ class SequentialGate:
             return float(np.mean([fill if e else r for e, (_, r) in zip(errored, trials, strict=True)]))
 
         return [mean(tag, task_id, 0.0) - mean(self.best, task_id, 1.0) for task_id in task_ids]
-
-    def worst_outcomes(self, tag: str, task_ids: list[str]) -> ob.Outcomes:
-        """:meth:`worst_deltas`, and for a binary task the least θ any outcome of its errored trials gives:
-        the design's θ is not monotone, so "a failure of the candidate, a pass of the best" is not its worst
-        case (:func:`.._stats.outcome_bets.worst_theta`)."""
-        deltas = self.worst_deltas(tag, task_ids)
-        outcome, theta, trials = [], [], []
-        for task_id in task_ids:
-            sides = [self._known(side, task_id) for side in (tag, self.best)]
-            size = len(self.trials[(tag, task_id)])
-            binary = size == len(self.trials[(self.best, task_id)]) and all(
-                r in (0.0, 1.0) for known, _ in sides for r in known
-            )
-            outcome.append(binary)
-            trials.append(size if binary else 0)
-            (cand, cand_lost), (best, best_lost) = sides
-            theta.append(
-                ob.worst_theta((int(sum(cand)), cand_lost), (int(sum(best)), best_lost), size)
-                if binary
-                else 0.0
-            )
-        return ob.Outcomes(
-            np.asarray(deltas, dtype=float), np.array(outcome, dtype=bool), np.array(theta), np.array(trials)
-        )
 
     def horizon(self) -> list[str] | None:
         """Once every candidate is decided: the session's order up to the last task of their decided
@@ -255,21 +208,21 @@ class SequentialGate:
         like the API's error), so it stays undecided until then, or until val is exhausted."""
         seen = self.seen(tag) if seen is None else seen
 
-        def run(read: ob.Outcomes) -> seqgate.SequentialDecision:
+        def run(deltas: list[float]) -> seqgate.SequentialDecision:
             return seqgate.track(
-                read,
+                deltas,
                 alpha=seqgate.split(self.alphas[tag]),
                 min_effect=self.spec.gate_min_effect,
                 total_tasks=len(self.plan.task_ids),
             )
 
-        decision = run(self.outcomes(tag, seen))
+        decision = run(self.deltas(tag, seen))
         read = set(seen)
         if decision.state.stopped != seq.EFFICACY or not any(
             t in (tag, self.best) and task_id in read for t, task_id, _ in self.errored
         ):
             return decision
-        worst = replace(run(self.worst_outcomes(tag, seen)), imputed=True)
+        worst = replace(run(self.worst_deltas(tag, seen)), imputed=True)
         if worst.state.stopped == seq.EFFICACY:
             return worst
         return replace(worst, state=replace(worst.state, stopped=seq.UNDECIDED))
@@ -317,10 +270,13 @@ class SequentialGate:
                 return seqgate.early_verdict(verdict, decision, veto_regressions=config.veto_regressions)
             if interrupted:
                 return seqgate.undecided_verdict(verdict, decision)
-            read = self.outcomes(tag, followed or self.order(tag))
-            counted = seqgate.joint_p(read, decision, seed=config.seed)
-            p_joint = Fraction(*counted)
-            verdict = seqgate.exhausted_verdict(verdict, decision, p_joint, counted=counted, seed=config.seed)
+            numerator, denominator = seq.exhaustion_p(
+                np.asarray(self.deltas(tag, followed or self.order(tag))),
+                alpha_efficacy=float(decision.alpha.efficacy),
+                n_resamples=seqgate.EXHAUSTION_RESAMPLES,
+                seed=config.seed,
+            )
+            verdict = seqgate.exhausted_verdict(verdict, decision, Fraction(numerator, denominator))
             return verdict if followed is None else seqgate.followed_verdict(verdict, len(followed))
 
         def order_from(tag: str) -> dict[str, Any]:
@@ -414,12 +370,3 @@ def first_attempts(
         except (KeyError, TypeError, ValueError):
             continue
     return errored, first
-
-
-def binary_pair(cand: dict[int, float], best: dict[int, float]) -> tuple[int, int, int] | None:
-    """(a, b, k): the successes of each side over the k trials valid on both, when every valid reward of
-    the task is 0 or 1; None (bet on the task's delta) when one is graded."""
-    if any(r not in (0.0, 1.0) for r in (*cand.values(), *best.values())):
-        return None
-    common = sorted(cand.keys() & best.keys())
-    return int(sum(cand[k] for k in common)), int(sum(best[k] for k in common)), len(common)

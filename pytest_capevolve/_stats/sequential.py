@@ -67,7 +67,7 @@ def run(
     if deltas.size == 0:
         return SequentialState(0, 1.0, 1.0, UNDECIDED)
     eff, fut = efficacy_path(deltas), futility_path(deltas, min_effect)
-    [code], [used] = first(eff >= 1.0 / alpha_efficacy, fut >= 1.0 / alpha_futility)
+    [code], [used] = _first(eff >= 1.0 / alpha_efficacy, fut >= 1.0 / alpha_futility)
     kind, at = {1: EFFICACY, -1: FUTILITY, 0: UNDECIDED}[int(code)], int(used)
     return SequentialState(at, float(eff[at - 1]), float(fut[at - 1]), kind)
 
@@ -78,10 +78,10 @@ def first_crossings(
     """Vectorized :func:`run` over rows: (code, tasks used), code 1 = efficacy, −1 = futility, 0 = none."""
     deltas = np.atleast_2d(np.asarray(deltas, dtype=float))
     eff = efficacy_path(deltas) >= 1.0 / alpha_efficacy
-    return first(eff, futility_path(deltas, min_effect) >= 1.0 / alpha_futility)
+    return _first(eff, futility_path(deltas, min_effect) >= 1.0 / alpha_futility)
 
 
-def first(eff: np.ndarray, fut: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _first(eff: np.ndarray, fut: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row of crossings, (code, tasks used) as :func:`first_crossings` answers."""
     eff, fut = np.atleast_2d(eff), np.atleast_2d(fut)
     steps = eff.shape[1]
