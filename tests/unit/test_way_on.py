@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import pytest_capevolve
-from pytest_capevolve._project.way_on import VALUELESS, commit_command, own_flags, pasteable
+from pytest_capevolve._project.way_on import VALUELESS, commit_command, own_flags, pasteable, shown
 
 
 def test_a_word_after_a_valueless_flag_stays_the_users() -> None:
@@ -40,7 +40,8 @@ def test_a_printed_commit_names_its_run_and_project_each_word_quoted(tmp_path: P
     said = commit_command("it's", "reject", project, "20260101-000000-abcdef", "--reject-basis", "gate")
 
     assert shlex.split(said) == [
-        *("capevolve", "commit", "it's", str(project), "--run-id", "20260101-000000-abcdef"),
+        # the project as every way on names it (relative where that is shorter: the cwd decides)
+        *("capevolve", "commit", "it's", shown(project), "--run-id", "20260101-000000-abcdef"),
         *("--decision", "reject", "--reject-basis", "gate"),
     ]
     # a choice left to the user is printed as written; no project: the word pasteable fills in
