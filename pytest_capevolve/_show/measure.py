@@ -97,12 +97,16 @@ class Measurement:
         return self.best == SEED_TAG
 
 
+SETTLING = (VERDICT, SCREEN, GROWN, DECISION)  # a tag with one of these was judged
+UNJUDGED_KINDS = (*SETTLING, CANDIDATE_REGISTERED)  # all :func:`unjudged_tags` reads of the log
+
+
 def unjudged_tags(rundir: RunDir, events: list[dict[str, Any]], val_ids: list[str], trials: int) -> list[str]:
     """The candidates a session began to pay on val that no verdict, screen, grow or decision followed,
     their val rollouts incomplete: a gate cut off (Ctrl-C, a kill) before any verdict, or a session
     that evaluated a subset. Nothing was decided about them, so a best still the seed is no null result
-    while one is left (``events``: the log, its rollout lines aside)."""
-    settled = {str(e.get("tag")) for e in events if e.get("kind") in (VERDICT, SCREEN, GROWN, DECISION)}
+    while one is left (``events``: the log's events of :data:`UNJUDGED_KINDS` at least)."""
+    settled = {str(e.get("tag")) for e in events if e.get("kind") in SETTLING}
     registered = dict.fromkeys(str(e.get("tag")) for e in events if e.get("kind") == CANDIDATE_REGISTERED)
     tags = [t for t in registered if t not in settled and t != SEED_TAG and null_control_of(t) is None]
     if not tags or not val_ids:
