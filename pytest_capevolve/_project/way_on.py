@@ -81,16 +81,16 @@ def commit_command(
 
 
 def unjudged(tag: str, run_id: str, project_dir: Path | None, *, finalized: bool = False) -> str:
-    """What a tag no session judged, its val rollouts incomplete, is: no verdict (a gate cut off, by
-    Ctrl-C or a kill, decided nothing: not a reject, nor a null result), and the gate session that pays
-    only the missing rollouts and judges it; in a finalized run, which chooses no new best, that
-    session in a new run. The one wording of ``capevolve gate``, ``measure``, report.md, the dashboard
-    and the finalize summary."""
+    """What a tag paid on val that no session judged is: no verdict (a gate cut off, by Ctrl-C or a
+    kill, or an evaluation without ``--capevolve-gate``, decided nothing: not a reject, nor a null
+    result), and the gate session that pays only the missing rollouts and judges it; in a finalized
+    run, which chooses no new best, that session in a new run. The one wording of ``capevolve gate``,
+    ``measure``, report.md, the dashboard and the finalize summary."""
     folder = candidate_folder(tag, project_dir, "CANDIDATE_FOLDER")
     where = shlex.quote(shown(project_dir)) if project_dir is not None else "PROJECT"
     said = (
-        f"no session has judged {tag!r} in run {run_id}, and its val rollouts are incomplete (a session "
-        "cut off, or one that evaluated a subset): this is no verdict. "
+        f"no session has judged {tag!r} in run {run_id} (a gate cut off, or a session that evaluated it "
+        "without --capevolve-gate): this is no verdict. "
     )
     if finalized:
         return said + (

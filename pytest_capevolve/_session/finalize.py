@@ -121,13 +121,11 @@ class FinalizeSession:
 
     @functools.cached_property
     def unjudged(self) -> list[str]:
-        """Candidates of this run whose gate was cut off before any verdict (:func:`unjudged_tags`)."""
+        """Candidates of this run paid on val that no session judged (:func:`unjudged_tags`)."""
         if self.planned.best != SEED_TAG:
             return []
-        val = list((self.rundir.splits() or {}).get("val", []))
         # the kinds it reads, found by their bytes: not every rollout line decoded (60,000 at scale)
-        events = self.rundir.log.of_kinds(*UNJUDGED_KINDS)
-        return unjudged_tags(self.rundir, events, val, self.spec.num_trials)
+        return unjudged_tags(self.rundir, self.rundir.log.of_kinds(*UNJUDGED_KINDS))
 
     def _scored_lines(self, result: dict[str, Any]) -> list[str]:
         best = result["best"]

@@ -87,7 +87,7 @@ class Measurement:
     calibration: Calibration | None = None  # the null controls' accept tally
     # whether candidate code and the optimizer were confined: {"candidate_code": …, "optimizer": …}
     confinement: dict[str, str] = field(default_factory=dict)
-    # candidates no verdict judged, their val rollouts incomplete (:func:`unjudged_tags`)
+    # candidates paid on val that no verdict judged (:func:`unjudged_tags`)
     unjudged: list[str] = field(default_factory=list)
 
     @property
@@ -101,24 +101,18 @@ SETTLING = (VERDICT, SCREEN, GROWN, DECISION)  # a tag with one of these was jud
 UNJUDGED_KINDS = (*SETTLING, CANDIDATE_REGISTERED)  # all :func:`unjudged_tags` reads of the log
 
 
-def unjudged_tags(rundir: RunDir, events: list[dict[str, Any]], val_ids: list[str], trials: int) -> list[str]:
-    """The candidates a session began to pay on val that no verdict, screen, grow or decision followed,
-    their val rollouts incomplete: a gate cut off (Ctrl-C, a kill) before any verdict, or a session
-    that evaluated a subset. Nothing was decided about them, so a best still the seed is no null result
-    while one is left (``events``: the log's events of :data:`UNJUDGED_KINDS` at least)."""
+def unjudged_tags(rundir: RunDir, events: list[dict[str, Any]]) -> list[str]:
+    """The candidates a session paid on val that no verdict, screen, grow or decision followed: a gate
+    cut off (Ctrl-C, a kill) before any verdict, or an evaluation without a gate. Nothing was decided
+    about them, so a best still the seed is no null result while one is left (``events``: the log's
+    events of :data:`UNJUDGED_KINDS` at least)."""
     settled = {str(e.get("tag")) for e in events if e.get("kind") in SETTLING}
     registered = dict.fromkeys(str(e.get("tag")) for e in events if e.get("kind") == CANDIDATE_REGISTERED)
     tags = [t for t in registered if t not in settled and t != SEED_TAG and null_control_of(t) is None]
-    if not tags or not val_ids:
+    if not tags:
         return []
     records = index_records(rundir.rollouts.indexed_rollouts("val", tags))
-    cells = [(task_id, k) for task_id in val_ids for k in range(trials)]
-    return [
-        tag
-        for tag in tags
-        if records.get(tag)  # paid on val: a session began it (a train-only evaluation is no gate)
-        and any(r is None or r.infra_error is not None for r in map(records[tag].get, cells))
-    ]
+    return [tag for tag in tags if records.get(tag)]  # paid on val (a train-only evaluation is no gate)
 
 
 def unjudged_label(rundir: RunDir, tags: list[str], *, finalized: bool) -> str:
@@ -140,7 +134,7 @@ def measure(
     result = Measurement(rundir.run_id, rundir.root, best)
     tags = [SEED_TAG] if best == SEED_TAG else [SEED_TAG, best]
     if result.null_result:
-        result.unjudged = unjudged_tags(rundir, events, list(splits["val"]), spec.num_trials)
+        result.unjudged = unjudged_tags(rundir, events)
     if result.unjudged:  # a gate cut off decided nothing: "no improvement" would be a finding it never made
         finalized = Seal(rundir).closed() is not None
         result.labels.append(unjudged_label(rundir, result.unjudged, finalized=finalized))

@@ -495,6 +495,20 @@ def test_a_gate_cut_off_before_its_verdict_is_no_null_result_and_its_gate_pays_o
     assert code == 0 and "not a null result" not in out and "NOTE selected on val" in out, out
 
 
+def test_a_candidate_evaluated_without_a_gate_is_no_null_result(toy_calc_baseline, projects, capevolve, capsys):
+    """A candidate evaluated on the whole of val without `--capevolve-gate` was judged by no session:
+    `measure` said "null result: no candidate was accepted … no improvement to report" (only a gate
+    cut off, its val incomplete, was said to be no verdict). It names the candidate and the gate now."""
+    project = toy_calc_baseline
+    evaluated = capevolve(project, "careful")
+    assert evaluated.ret == 0 and "rollouts: 12 paid" in evaluated.stdout.str(), evaluated.stdout.str()[-2000:]
+
+    code, out, err = run(capsys, "measure", str(project))
+
+    assert code == 0 and f"NOTE {CUT_OFF}" in out and "null result: no candidate" not in out, out + err
+    assert "without --capevolve-gate" in out and "--capevolve-gate`" in out, out
+
+
 def test_a_finalize_after_a_gate_cut_off_says_no_null_result_and_names_the_gate_in_a_new_run(
     toy_calc_baseline, projects, capevolve, pytester
 ):
