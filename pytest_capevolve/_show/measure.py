@@ -107,8 +107,12 @@ def unjudged_tags(rundir: RunDir, events: list[dict[str, Any]]) -> list[str]:
     about them, so a best still the seed is no null result while one is left (``events``: the log's
     events of :data:`UNJUDGED_KINDS` at least)."""
     settled = {str(e.get("tag")) for e in events if e.get("kind") in SETTLING}
-    registered = dict.fromkeys(str(e.get("tag")) for e in events if e.get("kind") == CANDIDATE_REGISTERED)
-    tags = [t for t in registered if t not in settled and t != SEED_TAG and null_control_of(t) is None]
+    registered = {
+        str(e.get("tag")): e.get("content_hash") for e in events if e.get("kind") == CANDIDATE_REGISTERED
+    }
+    # the seed's bytes again (a --capevolve-rerun's fresh tag) are no candidate
+    seed = registered.pop(SEED_TAG, None)
+    tags = [t for t, h in registered.items() if t not in settled and h != seed and null_control_of(t) is None]
     if not tags:
         return []
     records = index_records(rundir.rollouts.indexed_rollouts("val", tags))

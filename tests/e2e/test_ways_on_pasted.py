@@ -498,8 +498,14 @@ def test_a_gate_cut_off_before_its_verdict_is_no_null_result_and_its_gate_pays_o
 def test_a_candidate_evaluated_without_a_gate_is_no_null_result(toy_calc_baseline, projects, capevolve, capsys):
     """A candidate evaluated on the whole of val without `--capevolve-gate` was judged by no session:
     `measure` said "null result: no candidate was accepted … no improvement to report" (only a gate
-    cut off, its val incomplete, was said to be no verdict). It names the candidate and the gate now."""
+    cut off, its val incomplete, was said to be no verdict). It names the candidate and the gate now;
+    the seed measured again under a fresh tag (`--capevolve-rerun`) is no candidate and changes nothing."""
     project = toy_calc_baseline
+    again = capevolve(project, extra=["--capevolve-rerun"])
+    assert again.ret == 0 and "rollouts: 12 paid" in again.stdout.str(), again.stdout.str()[-2000:]
+    code, out, err = run(capsys, "measure", str(project))
+    assert code == 0 and "null result: no candidate" in out and "not a null result" not in out, out + err
+
     evaluated = capevolve(project, "careful")
     assert evaluated.ret == 0 and "rollouts: 12 paid" in evaluated.stdout.str(), evaluated.stdout.str()[-2000:]
 
