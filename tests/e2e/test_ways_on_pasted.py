@@ -495,7 +495,7 @@ def test_a_gate_cut_off_before_its_verdict_is_no_null_result_and_its_gate_pays_o
     assert code == 0 and "not a null result" not in out and "NOTE selected on val" in out, out
 
 
-def test_a_candidate_evaluated_without_a_gate_is_no_null_result(toy_calc_baseline, projects, capevolve, capsys):
+def test_a_candidate_evaluated_without_a_gate_is_no_null_result(toy_calc_baseline, capevolve, capsys):
     """A candidate evaluated on the whole of val without `--capevolve-gate` was judged by no session:
     `measure` said "null result: no candidate was accepted … no improvement to report" (only a gate
     cut off, its val incomplete, was said to be no verdict). It names the candidate and the gate now;
@@ -507,7 +507,8 @@ def test_a_candidate_evaluated_without_a_gate_is_no_null_result(toy_calc_baselin
     assert code == 0 and "null result: no candidate" in out and "not a null result" not in out, out + err
 
     evaluated = capevolve(project, "careful")
-    assert evaluated.ret == 0 and "rollouts: 12 paid" in evaluated.stdout.str(), evaluated.stdout.str()[-2000:]
+    paid = evaluated.stdout.str()
+    assert evaluated.ret == 0 and "rollouts: 12 paid" in paid, paid[-2000:]
 
     code, out, err = run(capsys, "measure", str(project))
 
