@@ -77,16 +77,12 @@ def selection_means(best: np.ndarray, task_ids: Sequence[str], num_trials: int) 
     return {t: float(m) for t, m, ok in zip(task_ids, means.tolist(), valid.tolist(), strict=True) if ok}
 
 
-def _rng(run_id: str, tag: str) -> random.Random:
-    digest = hashlib.sha256(f"capevolve-screen:{run_id}:{tag}".encode()).hexdigest()
-    return random.Random(int(digest[:16], 16))
-
-
 def ladder(best_means: Mapping[str, float], run_id: str, tag: str) -> list[str]:
     """Every task in screening order for this run and candidate; tier N screens a prefix: the best's failures
     first (where a fix shows), every third slot a seeded holdout of its passes (where a regression shows),
     then the tasks whose rate is closest to ½."""
-    rng = _rng(run_id, tag)
+    digest = hashlib.sha256(f"capevolve-screen:{run_id}:{tag}".encode()).hexdigest()
+    rng = random.Random(int(digest[:16], 16))
     tie = {t: rng.random() for t in sorted(best_means)}
     # failures the best sometimes passes first: a task it never passes can show neither a
     # regression nor, usually, a fix

@@ -55,12 +55,7 @@ def pasteable(text: str, project_dir: Path | None = None, args: Sequence[str] | 
 
 
 def commit_command(
-    tag: str,
-    decision: str,
-    project_dir: Path | None,
-    run_id: str | None,
-    *flags: str,
-    absolute: bool = False,
+    tag: str, decision: str, project_dir: Path | None, run_id: str | None, *flags: str, absolute: bool = False
 ) -> str:
     """``capevolve commit TAG PROJECT --run-id RUN --decision DECISION FLAGS…``, each word shell-quoted:
     the one spelling of every ``capevolve commit`` a way on prints, so that a line pasted after a newer

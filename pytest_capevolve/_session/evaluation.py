@@ -73,8 +73,7 @@ class EvaluationSession:
         reuse = val_budget.val_reuse(self.spec, events, verdicts, n_val, booking, self.rundir.run_id)
         alarm = val_budget.run_calibration(self.spec, events)
         outcome.say(
-            f"{val_budget.decisions_said(reuse)}; {reuse['advice']}",
-            yellow=bool(reuse["refresh_val"]),
+            f"{val_budget.decisions_said(reuse)}; {reuse['advice']}", yellow=bool(reuse["refresh_val"])
         )
         outcome.say(alarm["text"], red=bool(alarm["alarm"]))
 

@@ -142,8 +142,4 @@ def render_verdicts(verdicts: Sequence[Any], against: str | None = None) -> list
         numbers = (num(v.delta_mean, "+.4f"), num(v.se, ".4f"), interval(v.ci), num(v.p_value, ".4g"))
         reason = f"by {v.basis}: {v.reason}" if v.decision == "reject" and v.basis else v.reason
         body.append((tag, decision, str(v.n_tasks), *numbers, num(v.bar, ".4f"), reason))
-    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header) - 1)]
-    return [
-        "  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
-        for row in [header, *body]
-    ]
+    return aligned([header, *body], left=len(header))

@@ -39,7 +39,7 @@ def list_runs(project_dir: Path) -> list[dict[str, Any]]:
         if seal is None:
             if project_scored is None and of_run(rundir) is None:
                 project_scored = scored_tests(project_dir)
-            taken = _scored_elsewhere(project_dir, rundir, project_scored)
+            taken = scored_elsewhere(project_dir, rundir, project_scored)
             test = "scored elsewhere" if taken else test
         labels = labelled_accepts(rundir.log.of_kinds(DECISION))
         rows.append(
@@ -75,16 +75,12 @@ def render_runs(rows: list[dict[str, Any]]) -> list[str]:
     return aligned([header, *body], left=2) + [_taken_line(row) for row in rows if row.get("test_scored_by")]
 
 
-def scored_elsewhere(project_dir: Path, rundir: RunDir) -> list[str]:
-    """The other runs of the project that scored some of this unscored run's test tasks."""
-    return _scored_elsewhere(project_dir, rundir, None)
-
-
-def _scored_elsewhere(
-    project_dir: Path, rundir: RunDir, project_scored: list[ScoredTests] | None
+def scored_elsewhere(
+    project_dir: Path, rundir: RunDir, project_scored: list[ScoredTests] | None = None
 ) -> list[str]:
     """The other runs that scored some of this unscored run's test tasks: its finalize is refused
-    (the project's test seal), so its ``sealed`` would promise a held-out score it cannot give."""
+    (the project's test seal), so its ``sealed`` would promise a held-out score it cannot give.
+    ``project_scored``: the project's scored test tasks, when the caller has read them already."""
     try:
         test_ids = [str(t) for t in (rundir.splits() or {}).get("test", [])]
     except (RunDirError, OSError, ValueError):

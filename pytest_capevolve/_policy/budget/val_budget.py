@@ -114,8 +114,7 @@ def val_reuse(
         ),
         "unbooked": waiting,
         "book": next(
-            (commit_command(t, BOOK.get(d, "…"), spec.project_dir, run_id) for t, d in waiting.items()),
-            None,
+            (commit_command(t, BOOK.get(d, "…"), spec.project_dir, run_id) for t, d in waiting.items()), None
         ),
         "source": "events.jsonl (gate_decision and decision lines), verdicts/*.json (se, n_tasks)",
     }

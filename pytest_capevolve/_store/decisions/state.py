@@ -18,13 +18,7 @@ import yaml
 
 from ..._project.candidate import SEED_TAG
 from ..files import RunDirError, atomic_write_json, read_json
-from ..log.event_kinds import (
-    BEST_CHANGED,
-    DECISION,
-    OUTCOMES_CHECKED,
-    ROLLOUT,
-    STATE_REBUILT,
-)
+from ..log.event_kinds import BEST_CHANGED, DECISION, OUTCOMES_CHECKED, ROLLOUT, STATE_REBUILT
 from ..log.events import SPEND_FLUSH_EVERY as SPEND_FLUSH_EVERY  # where it has always been read
 from ..log.events import EventLog
 from .state_tally import OPTIMIZER_SPEND, BestRule, StateTally, best_refusal
@@ -33,13 +27,7 @@ from .state_tally import OPTIMIZER_SPEND, BestRule, StateTally, best_refusal
 class RunState:
     """``state.json`` (``run.state``), a view of ``log``."""
 
-    def __init__(
-        self,
-        state_path: Path,
-        spec_lock_path: Path,
-        log: EventLog,
-        notices: list[str],
-    ) -> None:
+    def __init__(self, state_path: Path, spec_lock_path: Path, log: EventLog, notices: list[str]) -> None:
         self.state_path = state_path
         self.spec_lock_path = spec_lock_path
         self.log = log

@@ -166,7 +166,9 @@ def _rollouts(
     held = len(rest)
     last, quarantined = _last_rollouts(events, rest)
     rollout_events = len(events) - (len(rest) - held)
-    problems = _paid_twice(events, rollout_events, last)
+    # keys paid twice, by the rule a decision refuses them by (..log.paid_by.Doubles); none when no
+    # key has a second rollout event
+    problems = [] if rollout_events <= len(last) else paid_twice(events)
     remaining = dict(last)  # the logged keys no file has been found for yet
     tampered: list[tuple[str, str | None]] = []  # (file relative to the run dir, its sha256 as read)
     for split, files in scanned.items():
@@ -199,13 +201,6 @@ def _last_rollouts(events: list[dict[str, Any]], rest: list[dict[str, Any]]) -> 
         for file in moved_files(event):
             quarantined[file] = int(event.get("seq", 0))
     return last, quarantined
-
-
-def _paid_twice(events: list[dict[str, Any]], rollout_events: int, last: Logged) -> list[str]:
-    """Keys paid twice, by the rule a decision refuses them by (:class:`..log.paid_by.Doubles`)."""
-    if rollout_events <= len(last):  # no key has a second rollout event
-        return []
-    return paid_twice(events)
 
 
 def _file_key(split: str, seen_file: Scanned) -> tuple[Key, Any, Any]:
