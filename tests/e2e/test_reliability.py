@@ -169,10 +169,13 @@ def test_ctrl_c_prints_the_summary_and_how_to_resume(example, projects, capevolv
         [
             "*capevolve run *",
             "seed *val*",
-            "*interrupted: * rollouts are missing*to resume, paying only for what is missing, run:",
+            "* rollouts are missing; to complete only those, run:",
             "  pytest *--capevolve-run *--capevolve-run-id *",
+            "interrupted: nothing was judged; the command above resumes it, paying only for what is missing",
         ]
     )
+    # the command that resumes is printed once (it was twice: as the missing rollouts' and the resume's)
+    assert sum(line.startswith("  pytest ") for line in result.stdout.lines) == 1, result.stdout.str()
 
 
 def test_run_dir_files_take_the_umask_mode(example, projects, capevolve) -> None:
