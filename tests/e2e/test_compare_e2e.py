@@ -127,6 +127,26 @@ def test_csv_runs_exit_as_a_gate_does(tmp_path: Path, compare_in_process) -> Non
     assert compare(base, cwd=tmp_path).returncode == 4  # one run is nothing to compare
 
 
+def test_a_pass_fail_column_written_as_true_and_false_reads_as_1_and_0(
+    tmp_path: Path, compare_in_process
+) -> None:
+    """A CSV of bools as pandas or the csv module write them (True/False) was refused, "not a
+    number", where the same results as JSON Lines (true/false) were read: both decide alike now."""
+    for name, words in (("words", ("False", "True")), ("numbers", ("0", "1"))):
+        for run, passes in (("base", 2), ("cand", 8)):
+            rows = [f"q{t},{words[int(t < passes)]}" for t in range(10)]
+            (tmp_path / f"{run}_{name}.csv").write_text("task_id,passed\n" + "\n".join(rows) + "\n")
+    said = compare_in_process(
+        "base_words.csv", "cand_words.csv", "--scorer", "passed", "--json", cwd=tmp_path
+    )
+    again = compare_in_process(
+        "base_numbers.csv", "cand_numbers.csv", "--scorer", "passed", "--json", cwd=tmp_path
+    )
+    assert said.returncode == again.returncode == 0, said.stderr
+    [row], [same] = (json.loads(done.stdout)["comparisons"] for done in (said, again))
+    assert (row["decision"], row["delta_mean"], row["p_value"]) == (same["decision"], 0.6, same["p_value"])
+
+
 def test_trials_numbered_from_0_and_from_1_are_said_with_the_way_on(
     tmp_path: Path, compare_in_process
 ) -> None:
