@@ -52,7 +52,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     )
     if args.export is not None:
         report["export"] = export_reflective(spec, rundir, args.tag, args.export, split=args.split)
-    return emit(args, report, render_table, json_default=True)
+    return emit(args, report, lambda shown: render_table(shown, spec.project_dir), json_default=True)
 
 
 def cmd_diff(args: argparse.Namespace) -> int:

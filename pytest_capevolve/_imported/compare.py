@@ -159,6 +159,10 @@ class Comparison:
                     f"{name}: tasks are taken as independent; if several share a source, give their clusters "
                     "(--clusters FILE, or a cluster column) so the test flips whole clusters"
                 )
+            if result.pairing.labels_differ is not None:
+                not_hold.append(
+                    _labels_said(name, result.pairing.labels_differ, result.pairing.rows_in_one_file)
+                )
             if result.pairing.trials_by == "position" and result.pairing.baseline.shape[1] > 1:
                 not_hold.append(f"{name}: the files label no trials; a task's trials are paired by position")
         not_hold += [
@@ -278,6 +282,19 @@ def _no_shared_task(baseline: ImportedRun, run: ImportedRun) -> str:
     return (
         f"the runs share no task id (baseline: {shown[0]}; {run.label}: {shown[1]}); pair them by "
         "giving both files the same task ids"
+    )
+
+
+def _labels_said(name: str, labels_differ: tuple[str, list[str], list[str]], rows: int) -> str:
+    """Trials numbered differently in the two files, and the way on: a trial labelled in one file
+    only is paired with none and weighed as missing, however many trials both runs have."""
+    task, base, cand = labels_differ
+    return (
+        f"{name}: trials are paired by their labels, and the files label a task's trials differently "
+        f"(task {task!r}: baseline {', '.join(base)}; candidate {', '.join(cand)}), so "
+        f"{rows} rows of shared tasks have no partner and are weighed as missing; "
+        "if they are the same trials numbered differently (from 0 and from 1), renumber one file's "
+        "trial column, or leave the trial column out of both files to pair them by position"
     )
 
 

@@ -38,6 +38,9 @@ class Pairing:
     rows_in_one_file: int = 0  # (shared task, trial) rows one file has and the other has not
     # per side, its trials a task where every shared task has as many (else None)
     trials_a_task: dict[str, int | None] = field(default_factory=dict)
+    # a shared task whose trials both files label, as many on each side, under labels that differ
+    # (``0 1 2`` against ``1 2 3``): its task id and each side's labels, else None
+    labels_differ: tuple[str, list[str], list[str]] | None = None
     clusters: tuple[str, ...] = ()  # each row's cluster (empty: every task its own)
 
 
@@ -107,6 +110,7 @@ def pair(
         lacking={"candidate": lacking[1], "best": lacking[0]},
         rows_in_one_file=one_file,
         trials_a_task={"candidate": _trials_a_task(cand, base), "best": _trials_a_task(base, cand)},
+        labels_differ=_labels_differ(base, cand) if by_label else None,
         clusters=_clusters(task_ids, (baseline, candidate), cluster_map),
     )
 
@@ -136,6 +140,19 @@ def _trials_a_task(mine: dict[str, dict[str, Outcome]], other: dict[str, dict[st
     """How many trials (rows) this run has for each task both runs name, where that is one number."""
     counts = {len(trials) for task, trials in mine.items() if task in other}
     return counts.pop() if len(counts) == 1 else None
+
+
+def _labels_differ(
+    base: dict[str, dict[str, Outcome]], cand: dict[str, dict[str, Outcome]]
+) -> tuple[str, list[str], list[str]] | None:
+    """The first shared task whose files give it as many trials under other labels: the mark of one
+    file numbering its trials from 0 and the other from 1, which pairs a trial with none and leaves
+    it missing on both sides. Said, not mended: the labels may name different trials."""
+    for task in base:
+        mine, other = base[task], cand.get(task)
+        if other is not None and len(mine) == len(other) and set(mine) != set(other):
+            return task, _order(set(mine)), _order(set(other))
+    return None
 
 
 def _clusters(

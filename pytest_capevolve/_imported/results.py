@@ -69,11 +69,17 @@ LOG_RESCALE = (
 )
 
 
+# a pass/fail cell as Python's csv module and pandas write a bool: read as JSON's true/false are
+BOOLEAN_WORDS = {"true": 1.0, "false": 0.0}
+
+
 def checked_reward(value: object, where: str, rescale: str = "rescale the scores to [0, 1] first") -> float:
     """A reward as the gate reads one: a finite number in [0, 1], never clamped; anything else
     is refused naming ``where`` (the file and the row) and ``rescale``, the way on."""
     if isinstance(value, bool):
         return 1.0 if value else 0.0
+    if isinstance(value, str) and value.strip().lower() in BOOLEAN_WORDS:
+        return BOOLEAN_WORDS[value.strip().lower()]
     try:
         if not isinstance(value, int | float | str):
             raise ValueError

@@ -19,6 +19,7 @@ from .._project.adapter import AdapterError
 from .._project.candidate import SEED_TAG
 from .._project.microcase import Microcase, MicrocaseError, load_file, refuse_test_tasks
 from .._project.spec import SpecError
+from .._project.way_on import no_such_candidate
 from .._store.rundir import RunDir, RunDirError
 
 
@@ -69,7 +70,7 @@ def microcase_candidates(config: pytest.Config, project: MicrocaseProject) -> li
     chosen = []
     for i, path in enumerate(dirs):
         if not path.is_dir():
-            raise MicrocaseError(f"--capevolve-candidate {path}: no such folder")
+            raise MicrocaseError(no_such_candidate(path))
         fallback = SEED_TAG if path == spec.capability_path else path.name
         chosen.append((tags[i] if i < len(tags) else fallback, path))
     return chosen

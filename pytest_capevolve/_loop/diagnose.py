@@ -19,7 +19,7 @@ from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.microcase_gen import REDACTED, redact
 from .._project.spec import Spec, to_stored
 from .._project.splits import TEST_SPLIT
-from .._project.way_on import pasteable
+from .._project.way_on import pasteable, shown
 from .._store.rollouts.record import RolloutRecord
 from .._store.rundir import RunDir
 from .._store.snapshots import unknown_tag
@@ -397,8 +397,10 @@ def export_reflective(
     return {"path": str(target), "rows": len(lines), "gold": "redacted"}
 
 
-def render_table(report: dict[str, Any]) -> list[str]:
-    """A short human view of :func:`diagnose` (``capevolve diagnose --table``)."""
+def render_table(report: dict[str, Any], project_dir: Path | None = None) -> list[str]:
+    """A short human view of :func:`diagnose` (``capevolve diagnose --table``); each example rollout
+    named from the current folder when ``project_dir`` is given (the JSON keeps the project's path:
+    from the repository root, the README's place, the project's own did not open)."""
     b = report["bands"]
     lines = [
         f"capevolve diagnose {report['tag']!r} on {report['split']} — run {report['run_id']}",
@@ -409,7 +411,10 @@ def render_table(report: dict[str, Any]) -> list[str]:
         f"{'count':>6}  {'tasks':>5}  signature",
     ]
     for c in report["clusters"]:
-        lines.append(f"{c['count']:>6}  {len(c['tasks']):>5}  {c['signature']}   e.g. {c['example_rollout']}")
+        example = (
+            shown(project_dir / c["example_rollout"]) if project_dir is not None else c["example_rollout"]
+        )
+        lines.append(f"{c['count']:>6}  {len(c['tasks']):>5}  {c['signature']}   e.g. {example}")
     for c in report["infra_errors"]["clusters"]:
         lines.append(f"{c['count']:>6}  {len(c['tasks']):>5}  INFRA {c['signature']}")
     unstable = [t["task_id"] for t in report["tasks"] if t["band"] == UNSTABLE]

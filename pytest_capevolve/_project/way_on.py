@@ -28,6 +28,26 @@ def shown(project_dir: Path) -> str:
     return min(relative, absolute, key=len)
 
 
+def no_such_candidate(folder: Path) -> str:
+    """``--capevolve-candidate FOLDER`` that is no folder, and the way on: the folders beside where it
+    was looked for, as typed (a misspelt ``candidates/convert-unit`` said only "no such folder")."""
+    parent = folder.parent
+    beside = (
+        sorted(p.name for p in parent.iterdir() if p.is_dir() and not p.name.startswith("."))
+        if parent.is_dir()
+        else []
+    )
+    named = ", ".join(shlex.quote(str(parent / name)) for name in beside[:5]) + (
+        " …" if len(beside) > 5 else ""
+    )
+    way_on = (
+        f"name one of the folders there: {named}"
+        if beside
+        else "give the folder that holds the candidate (a changed copy of the spec's capability_path)"
+    )
+    return f"--capevolve-candidate {folder}: no such folder; {way_on}"
+
+
 def candidate_folder(tag: str, project_dir: Path | None, otherwise: str) -> str:
     """The project's ``candidates/TAG`` as a way on names it, when that folder exists (a folder's name
     is its tag); else ``otherwise`` (a placeholder, or words that say what to give)."""

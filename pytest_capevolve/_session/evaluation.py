@@ -170,9 +170,10 @@ class EvaluationSession:
         outcome.closing += [(line, {"yellow": True}) for line in load]
         outcome.closing += [(note, {}) for note in self.planned.notes]
         if not judged and not self.refusals and self.planned.best in self.planned.plan.tags():
-            outcome.say(
-                f"nothing to gate: the candidate asked for is the best ({self.planned.best}) already, so no "
-                "null controls were paid; gate a new version under a new tag"
+            outcome.say(  # (a --capevolve-gate with no candidate named was told "the candidate asked for")
+                f"nothing to gate: no candidate but the best ({self.planned.best}) is in this session (none "
+                "was named, or the one named is the best already), so no null controls were paid; to gate a "
+                "new version, name its folder with --capevolve-candidate FOLDER (its name is its tag)"
             )
         return judged
 

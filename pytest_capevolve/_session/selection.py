@@ -26,11 +26,22 @@ from .._project.splits import SPLITS, TestSealError
 from .._project.way_on import candidate_folder, pasteable
 from .plan_check import planned_names
 
-# what to use instead of re-drawing a failed rollout, in every line that refuses to
-INSTEAD = (
-    "`capevolve diagnose TAG` shows what the failed rollouts did and why they failed; "
-    "--capevolve-rerun measures everything again under fresh tags"
-)
+
+def instead(tags: Sequence[str], project_dir: Path | None) -> str:
+    """What to use instead of re-drawing a failed rollout, in every line that refuses to: the diagnose
+    command of the tags concerned, pasteable as printed (a ``TAG`` placeholder was not)."""
+    named = list(dict.fromkeys(tags))
+    shown = [pasteable(f"`capevolve diagnose {shlex.quote(tag)} PROJECT`", project_dir) for tag in named[:2]]
+    commands = " or ".join(shown) or "`capevolve diagnose TAG`"
+    return (
+        f"{commands} shows what the failed rollouts did and why they failed; "
+        "--capevolve-rerun measures everything again under fresh tags"
+    )
+
+
+def tag_of(rest: str) -> str:
+    """The tag of a rollout's ``split::task[tag-tK]`` (a rerun's: its fresh tag)."""
+    return rest.rpartition("[")[2].rpartition("-t")[0]
 
 
 def rollout_named(arg: str, spec_name: str) -> str | None:
@@ -63,12 +74,12 @@ class SelectionToWorkers:
         node.workerinput[WORKERINPUT_KEY] = json.dumps(self.selected)
 
 
-def recorded_line(ids: list[str]) -> str:
+def recorded_line(ids: list[str], project_dir: Path | None = None) -> str:
     shown = ", ".join(ids[:3]) + (" …" if len(ids) > 3 else "")
     return (
         f"{shown} {'is' if len(ids) == 1 else 'are'} recorded already, so nothing is run for "
         f"{'it' if len(ids) == 1 else 'them'}: a recorded rollout is never drawn again (re-drawing "
-        f"the failed ones would choose the draws); {INSTEAD}"
+        f"the failed ones would choose the draws); {instead([tag_of(i) for i in ids], project_dir)}"
     )
 
 
@@ -102,7 +113,7 @@ def notes(
     selected = [rest for rest in named if rest in owed]
     done = [typed for rest, typed in named.items() if rest in recorded]
     if done:
-        lines.append(recorded_line(done))
+        lines.append(recorded_line(done, project_dir))
     nameless = {rest: typed for rest, typed in named.items() if rest not in owed and rest not in recorded}
     # node ids (``path::name``) that name nothing under the spec
     others = [a for a in map(str, config.args) if "::" in a and rollout_named(a, spec_name) is None]
@@ -116,9 +127,15 @@ def notes(
         lines.append(
             f"{' and '.join(asked)}: no rollout the agent failed is run again; a failed rollout is "
             f"recorded and never drawn again because it failed (that would choose the draws), while what "
-            f"the run still owes is paid as without it; {INSTEAD}"
+            f"the run still owes is paid as without it; {instead(_diagnosed(plan), project_dir)}"
         )
     return selected, lines
+
+
+def _diagnosed(plan: EvalPlan) -> list[str]:
+    """The plan's tags whose failed rollouts a user asks about: its candidates before its null controls."""
+    tags = [c.tag for c in plan.candidates]
+    return sorted(tags, key=lambda tag: null_control_of(tag) is not None)
 
 
 def _renamed_for_rerun(
@@ -139,7 +156,7 @@ def _renamed_for_rerun(
 def _names_nothing_line(nameless: dict[str, str], plan: EvalPlan, project_dir: Path | None) -> str:
     """A FAILED line's id pasted without its candidate (or naming nothing): how to name it."""
     unknown = list(nameless.values())
-    tag = next(iter(nameless)).rpartition("[")[2].rpartition("-t")[0]  # (a rerun's: its fresh tag)
+    tag = tag_of(next(iter(nameless)))
     # a FAILED id's tag: what its failed rollouts did is one command away, not another session
     diagnose = pasteable(f"`capevolve diagnose {shlex.quote(tag)} PROJECT`", project_dir)
     add = (

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import sys
 from typing import Any
 
 import pytest
@@ -87,6 +88,14 @@ def configure(config: pytest.Config, target: str, *, split: str, ini: dict[str, 
         raise refused_write(config, exc) from None
     except CapevolveError as exc:  # the one root: a refusal before anything is planned or paid
         raise pytest.UsageError(pasteable(str(exc), args=config.invocation_params.args)) from None
+    except KeyboardInterrupt:  # Ctrl-C here, before the session starts: pytest exits 2 saying nothing
+        if workerinput is None:
+            # to stderr: the terminal reporter is not there yet; pytest's capture hands it on as it stops
+            sys.stderr.write(
+                "capevolve: interrupted while the session started, before any rollout ran; nothing was "
+                f"paid: {shlex.join(['pytest', *config.invocation_params.args])} starts it again\n"
+            )
+        raise
     context = EvalContext(spec, plan, runner, pool, on_copy=on_copy)
     if workerinput is not None and plan.pool_digest and pool_digest(pool) != plan.pool_digest:
         context.pool_problem = (

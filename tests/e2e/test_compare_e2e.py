@@ -127,6 +127,56 @@ def test_csv_runs_exit_as_a_gate_does(tmp_path: Path, compare_in_process) -> Non
     assert compare(base, cwd=tmp_path).returncode == 4  # one run is nothing to compare
 
 
+def test_a_pass_fail_column_written_as_true_and_false_reads_as_1_and_0(
+    tmp_path: Path, compare_in_process
+) -> None:
+    """A CSV of bools as pandas or the csv module write them (True/False) was refused, "not a
+    number", where the same results as JSON Lines (true/false) were read: both decide alike now."""
+    for name, words in (("words", ("False", "True")), ("numbers", ("0", "1"))):
+        for run, passes in (("base", 2), ("cand", 8)):
+            rows = [f"q{t},{words[int(t < passes)]}" for t in range(10)]
+            (tmp_path / f"{run}_{name}.csv").write_text("task_id,passed\n" + "\n".join(rows) + "\n")
+    said = compare_in_process(
+        "base_words.csv", "cand_words.csv", "--scorer", "passed", "--json", cwd=tmp_path
+    )
+    again = compare_in_process(
+        "base_numbers.csv", "cand_numbers.csv", "--scorer", "passed", "--json", cwd=tmp_path
+    )
+    assert said.returncode == again.returncode == 0, said.stderr
+    [row], [same] = (json.loads(done.stdout)["comparisons"] for done in (said, again))
+    assert (row["decision"], row["delta_mean"], row["p_value"]) == (same["decision"], 0.6, same["p_value"])
+
+
+def test_trials_numbered_from_0_and_from_1_are_said_with_the_way_on(
+    tmp_path: Path, compare_in_process
+) -> None:
+    """A new user's two files, one numbering its trials 0–2 and the other 1–3: paired by label, a
+    third of each run had no partner and was weighed as missing, said only as a count. The answer
+    names the labels and the way on, and the way on (no trial column in either) pairs every row."""
+    compare = compare_in_process
+
+    def table(name: str, first: int, *, labelled: bool = True) -> Path:
+        head = "task_id,trial,reward" if labelled else "task_id,reward"
+        rows = [
+            f"q{t},{first + k},{(t + k) % 2}" if labelled else f"q{t},{(t + k) % 2}"
+            for t in range(8)
+            for k in range(3)
+        ]
+        path = tmp_path / name
+        path.write_text(head + "\n" + "\n".join(rows) + "\n", encoding="utf-8")
+        return path
+
+    said = "label a task's trials differently (task 'q0': baseline 0, 1, 2; candidate 1, 2, 3)"
+    done = compare(
+        table("from0.csv", 0), table("from1.csv", 1), "--markdown", tmp_path / "s.md", cwd=tmp_path
+    )
+    assert said in done.stdout and "16 rows of shared tasks have no partner" in done.stdout
+    assert said in (tmp_path / "s.md").read_text(encoding="utf-8")  # the posted summary says it too
+    done = compare(table("a.csv", 0, labelled=False), table("b.csv", 1, labelled=False), cwd=tmp_path)
+    assert "differently" not in done.stdout and "no row in one file" not in done.stdout  # every row paired
+    assert "differently" not in compare(table("again.csv", 0), table("same.csv", 0), cwd=tmp_path).stdout
+
+
 # Each source's how-to page: the exit codes of its commands, in order (what a CI job branches on).
 EXITS = {
     "inspect": [0, 0, 10, 4],

@@ -66,7 +66,9 @@ def diagnose(capsys):
     return run
 
 
-def test_bands_clusters_and_kept_good_match_the_rollout_files(example, projects, capevolve, diagnose, capsys):
+def test_bands_clusters_and_kept_good_match_the_rollout_files(
+    example, projects, capevolve, diagnose, capsys, monkeypatch
+):
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 3")
     assert capevolve(project).ret == 0
@@ -94,9 +96,14 @@ def test_bands_clusters_and_kept_good_match_the_rollout_files(example, projects,
     assert json.loads(example_file.read_text())["feedback"] == cluster["example_feedback"]
 
     capsys.readouterr()
-    assert main(["diagnose", "seed", "--project", str(project), "--table"]) == 0
+    # from the project's parent, as the README's quickstart leaves its reader: the example rollout
+    # the table names opens from there (it was the project's own path, .capevolve/…, not found)
+    monkeypatch.chdir(project.parent)
+    assert main(["diagnose", "seed", project.name, "--table"]) == 0
     table = capsys.readouterr().out
     assert "ticket escalated: customer not helped" in table and "kept_good (do not break):" in table
+    named = re.search(r"   e\.g\. (\S+)$", table, re.MULTILINE)
+    assert named is not None and Path(named[1]).is_file(), table
 
 
 def test_infra_errors_are_counted_apart_and_the_export_redacts_gold(tattler, capevolve, diagnose, tmp_path):

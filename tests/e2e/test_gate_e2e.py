@@ -118,7 +118,11 @@ def test_the_same_gate_run_again_after_its_accept_pays_nothing(improved_gated, c
     project, first = improved_gated  # 40 tasks × 2 trials a tag
     first.stdout.fnmatch_lines(["improved: booked accept"])
     again = capevolve(project, "improved", gate=True)  # the candidate is the best now
-    again.stdout.fnmatch_lines(["rollouts: 0 paid, 80 reused*", "nothing to gate: *is the best (improved)*"])
+    said = "nothing to gate: no candidate but the best (improved) is in this session (none was named, or*"
+    again.stdout.fnmatch_lines(["rollouts: 0 paid, 80 reused*", said])
+    # a gate naming no candidate was told "the candidate asked for is the best": it names the option
+    bare = capevolve(project, gate=True)
+    bare.stdout.fnmatch_lines([f"{said}name its folder with --capevolve-candidate FOLDER*"])
     assert not list((project / ".capevolve").glob("runs/*/rollouts/val/*improved-null*"))
 
 

@@ -147,7 +147,7 @@ def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolv
     code, _, err = run_cli(
         capsys, "commit", "better", "--project", str(project), "--decision", "reject", "--force"
     )
-    assert code == 2 and "it is the run's best" in err
+    assert code == 2 and "as 'better' is the run's best (a repair would leave it so), start a new run" in err
 
     state = json.loads((rundir / "state.json").read_text())
     assert (state["best_id"], state["iterations"], state["stall"]) == ("better", 3, 1)

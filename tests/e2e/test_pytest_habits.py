@@ -94,11 +94,18 @@ def test_a_failed_lines_id_is_the_collected_node_id_and_selects_that_rollout_whe
     # pasted back where it is recorded: nothing runs, and one line says why and what works
     again = capevolve(project, "careful", extra=[failed[0]])
     assert again.ret == 0 and paid_reused(again) == (0, 24)
+    tag = failed[0].rpartition("[")[2].rpartition("-t")[0]
     again.stdout.fnmatch_lines(
         [
-            f"capevolve: {escape(failed[0])} is recorded already, so nothing is run for it: *capevolve diagnose TAG*"
+            f"capevolve: {escape(failed[0])} is recorded already, so nothing is run for it: "
+            f"*`capevolve diagnose {tag} *` shows*"
         ]
     )
+    # its diagnose command names the rollout's tag and project, pasteable as printed (it said TAG)
+    said = again.stdout.str().split("`capevolve diagnose ", 1)[1].split("`")[0]
+    capsys.readouterr()
+    assert main(["diagnose", *shlex.split(said), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tag"] == tag
     # pasted without its candidate (the best alone is evaluated): the line says how to name it
     theirs = next(i for i in failed if "[careful-" in i)
     alone = capevolve(project, extra=[theirs])
@@ -150,7 +157,8 @@ def test_last_failed_says_failed_rollouts_are_never_redrawn_and_what_to_use(
         result.stdout.fnmatch_lines(
             [
                 f"capevolve: {flag}: no rollout the agent failed is run again; a failed rollout is "
-                "recorded and never drawn again because it failed*capevolve diagnose TAG*--capevolve-rerun*"
+                "recorded and never drawn again because it failed*`capevolve diagnose seed *` or "
+                "`capevolve diagnose careful *` shows*--capevolve-rerun*"
             ]
         )
 

@@ -4,6 +4,7 @@ odd task ids. Each case names the file and what is wrong; nothing persisted is r
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -169,10 +170,48 @@ def test_ctrl_c_prints_the_summary_and_how_to_resume(example, projects, capevolv
         [
             "*capevolve run *",
             "seed *val*",
-            "*interrupted: * rollouts are missing*to resume, paying only for what is missing, run:",
+            "* rollouts are missing; to complete only those, run:",
             "  pytest *--capevolve-run *--capevolve-run-id *",
+            "interrupted: nothing was judged; the command above resumes it, paying only for what is missing",
         ]
     )
+    # the command that resumes is printed once (it was twice: as the missing rollouts' and the resume's)
+    assert sum(line.startswith("  pytest ") for line in result.stdout.lines) == 1, result.stdout.str()
+
+
+INTERRUPTED_AT_START = """
+import os as _os
+import signal as _signal
+from pathlib import Path as _Path
+
+
+class InterruptedAtStart(ToyCalcAdapter):
+    def tasks(self, split=None):
+        if not _Path(__file__).with_name("resumed").exists():
+            # Ctrl-C while the session starts (tasks() is read then, in the session's process)
+            _os.kill(_os.getpid(), _signal.SIGINT)
+        return super().tasks(split)
+"""
+
+
+def test_ctrl_c_while_the_session_starts_says_so_and_the_command_it_names_runs(
+    example, projects, capevolve, pytester
+) -> None:
+    """pytest exits 2 saying nothing at all for an interrupt before its session starts: a user who pressed
+    Ctrl-C in the first second saw an empty screen. One line says nothing was paid and what starts it."""
+    project = example("toy_calc")
+    projects.add_adapter(project, INTERRUPTED_AT_START, "adapter.py:InterruptedAtStart")
+    result = capevolve(project, subprocess=True)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    said = "capevolve: interrupted while the session started, before any rollout ran; nothing was paid: "
+    line = next((line for line in result.stderr.lines if line.startswith(said)), None)
+    assert line is not None, result.stdout.str() + result.stderr.str()
+    runs = project / ".capevolve" / "runs"
+    assert not runs.exists() or not projects.rollout_records(project)  # nothing paid
+    (project / "resumed").write_text("")
+    again = pytester.runpytest(*shlex.split(line.removeprefix(said).removesuffix(" starts it again"))[1:])
+    assert again.ret == 0, again.stdout.str()
+    again.stdout.fnmatch_lines(["rollouts: 12 paid, 0 reused*"])
 
 
 def test_run_dir_files_take_the_umask_mode(example, projects, capevolve) -> None:

@@ -141,7 +141,7 @@ def test_ctrl_c_prints_the_exact_command_that_resumes(pytester, example, project
     result = capevolve(project, "careful", extra=["--capevolve-new-run"], subprocess=True)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(
-        ["*capevolve run *", "seed *val*", "*interrupted: * rollouts are missing*run:"]
+        ["*capevolve run *", "seed *val*", "* rollouts are missing*run:", "  pytest *", "interrupted: *"]
     )
     run_id = projects.run_dir(project).name
     command = shlex.split(result.stdout.lines[result.stdout.lines.index(_line_after(result, "run:"))])
@@ -158,7 +158,7 @@ def test_ctrl_c_prints_the_exact_command_that_resumes(pytester, example, project
 
 def _line_after(result: pytest.RunResult, marker: str) -> str:
     lines = result.stdout.lines
-    at = next(i for i, line in enumerate(lines) if "interrupted:" in line and line.endswith(marker))
+    at = next(i for i, line in enumerate(lines) if "rollouts are missing" in line and line.endswith(marker))
     return lines[at + 1]
 
 

@@ -7,6 +7,7 @@ import json
 import shlex
 import sys
 from glob import escape
+from pathlib import Path
 
 import pytest
 from cli_calls import hill_climb, run
@@ -541,3 +542,25 @@ def test_a_gate_that_rejected_keeps_its_null_result(noop_gated, capsys):
     """A true null result: the candidate was gated and rejected; measure says so as before."""
     code, out, _ = run(capsys, "measure", str(noop_gated))
     assert code == 0 and "NOTE null result: no candidate was accepted" in out and "not a null" not in out, out
+
+
+def test_a_misspelt_candidate_folder_names_the_folders_there_and_the_one_named_runs(
+    example, capevolve, pytester
+):
+    """``--capevolve-candidate candidates/carefu`` said only "no such folder"; it names the folders beside
+    it, as typed, and the one named, pasted, is evaluated."""
+    project = example("toy_calc")
+    typo = project / "candidates" / "carefu"
+
+    refused = capevolve(project, typo)
+
+    err = refused.stderr.str()
+    assert (
+        refused.ret == pytest.ExitCode.USAGE_ERROR
+        and "no such folder; name one of the folders there: " in err
+    )
+    named = err.split("name one of the folders there: ", 1)[1].split()[0].rstrip(",")
+    assert named == shlex.quote(str(project / "candidates" / "careful")), err
+    ran = capevolve(project, Path(shlex.split(named)[0]))
+    assert ran.ret == 0, ran.stdout.str()[-3000:]
+    ran.stdout.fnmatch_lines(["careful *val*"])

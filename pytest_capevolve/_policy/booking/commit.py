@@ -68,9 +68,9 @@ def book(
                 "repair the record with "
                 f"`{commit_command(tag, decision, rundir.project_dir, rundir.run_id, *flags, '--force')}`"
                 if tag != best
-                else pasteable(
-                    "start a new run (`pytest --capevolve-run PROJECT --capevolve-new-run`): it is the "
-                    "run's best",
+                else pasteable(  # said before the command: after it, "it" read as the new run
+                    f"as {tag!r} is the run's best (a repair would leave it so), start a new run "
+                    "(`pytest --capevolve-run PROJECT --capevolve-new-run`)",
                     rundir.project_dir,
                 )
             )

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ..._project.candidate import SEED_TAG
+from ..._project.way_on import no_such_candidate
 from .base import SCHEDULE_WHY
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ def candidate_requests(config: pytest.Config, spec: Spec) -> list[CandidateReque
     for i, folder in enumerate(dirs):
         path = folder.resolve()
         if not path.is_dir():
-            raise pytest.UsageError(f"--capevolve-candidate {folder}: no such folder")
+            raise pytest.UsageError(no_such_candidate(folder))
         tag = tags[i] if tags else path.name
         if path == spec.capability_path.resolve():
             tag = tags[i] if tags else SEED_TAG
