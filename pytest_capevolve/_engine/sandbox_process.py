@@ -465,11 +465,11 @@ SCRATCH_XDG = ("XDG_DATA_HOME", "XDG_STATE_HOME")
 
 
 def scratch_env(scratch: str) -> dict[str, str]:
-    """The child's environment: this process's, with its temporary, data and state folders in
-    ``scratch`` (the one folder it may write besides the spec's ``sandbox_writable``)."""
+    """The child's environment: this process's, its temporary, data and state folders in ``scratch`` (the
+    one it may write besides ``sandbox_writable``), less ``PYTEST_CURRENT_TEST`` (names a null's tag)."""
     env = {**os.environ, **dict.fromkeys(SCRATCH_ENV, scratch)}
     env.update({name: os.path.join(scratch, name.lower()) for name in SCRATCH_XDG})
-    return env
+    return {name: value for name, value in env.items() if name != "PYTEST_CURRENT_TEST"}
 
 
 def end(proc: subprocess.Popen[bytes], *, gently: bool = False) -> int | None:

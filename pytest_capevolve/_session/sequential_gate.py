@@ -26,6 +26,7 @@ from .._decide.verdict import ACCEPT, INDECISIVE, GateConfig, Verdict
 from .._items.nodes import CONTEXT_KEY, SEQUENTIAL_SKIP, item_name
 from .._items.plan import EvalPlan
 from .._policy.gate.verdicts import Evidence, as_null, null_deltas
+from .._project.blocks import local_trial
 from .._project.spec import Spec
 from .._stats import sequential as seq
 from .._store.log.event_kinds import ROLLOUT
@@ -120,6 +121,8 @@ class SequentialGate:
         return False
 
     def _add(self, record: RolloutRecord) -> None:
+        if local_trial(record.trial) >= self.plan.num_trials:
+            return  # a trial a grow added: a fixed gate reads the first num_trials, and so does this one
         key = (record.tag, record.task_id, record.trial)
         reward: float | None = None
         if not (record.infra_error or record.reward is None):
