@@ -72,17 +72,22 @@ def write_all(fd: int, data: bytes) -> None:
 def write_frame(fd: int, *parts: bytes) -> None:
     """One frame whose payload is ``parts`` joined, written without joining them: a header and
     the parts in one ``writev`` (again from where a partial write stopped)."""
-    size = sum(len(part) for part in parts)
+    size = sum(map(len, parts))
     if size > MAX_FRAME:
         raise ValueError(f"a frame of {size} bytes is longer than any answer may be")
-    views = [memoryview(HEADER.pack(size)), *(memoryview(part) for part in parts if part)]
-    while views:
-        written = os.writev(fd, views)
+    header = HEADER.pack(size)
+    written = os.writev(fd, (header, *parts))
+    if written == HEADER.size + size:  # nearly always: a pipe takes a whole small frame at once
+        return
+    views = [memoryview(header), *(memoryview(part) for part in parts if part)]
+    while True:
         while views and written >= len(views[0]):
             written -= len(views[0])
             views.pop(0)
-        if views and written:
-            views[0] = views[0][written:]
+        if not views:
+            return
+        views[0] = views[0][written:]
+        written = os.writev(fd, views)
 
 
 class FrameReader:
