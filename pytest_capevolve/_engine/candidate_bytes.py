@@ -50,9 +50,11 @@ class _Checked:
     digest: str
 
 
-# a folder whose times moved this recently is listed again, never trusted unmoved: its next
-# change may fall in the same tick of the file system's clock and leave its times as they were
-RECENT_NS = 2_000_000_000
+# A folder whose times moved this lately is listed again, never trusted unmoved: its next change
+# could fall in the same tick of the file system's clock and leave its times as they were. A tick
+# is at most 10 ms on Linux (HZ >= 100); a file system keeping whole seconds (ext3, HFS+) gets 2 s.
+SETTLED_NS = 100_000_000
+SETTLED_WHOLE_SECONDS_NS = 2_000_000_000
 
 
 def stamp_of(folder: Path, known: Stamp | None = None) -> Stamp:
@@ -60,8 +62,8 @@ def stamp_of(folder: Path, known: Stamp | None = None) -> Stamp:
     (ctime cannot be set back), without reading a byte; a planted ``.pyc`` counts too. Plain
     ``os.scandir`` and strings: this runs once per rollout. ``known``, an earlier stamp of the
     same folder, spares the listings: adding, removing or renaming an entry moves the times of
-    the folder holding it, so while no folder's times moved (and none moved in the last
-    :data:`RECENT_NS`) its files are stat'ed by name; else everything is listed again."""
+    the folder holding it, so while no folder's times moved (and none moved lately:
+    :data:`SETTLED_NS`) its files are stat'ed by name; else everything is listed again."""
     if known:
         again = _restamped(os.fspath(folder), known)
         if again is not None:
@@ -99,7 +101,7 @@ def stamp_of(folder: Path, known: Stamp | None = None) -> Stamp:
 def _restamped(base: str, known: Stamp) -> Stamp | None:
     """:func:`stamp_of` ``base`` as ``known`` lists it, each entry stat'ed by name; None when a
     folder's times moved (or moved lately) or an entry is gone: then it is listed again."""
-    recent = time.time_ns() - RECENT_NS
+    now = time.time_ns()
     entries: list[tuple[str, tuple[object, ...]]] = []
     for inner, info in known:
         if info == ("gone",):
@@ -111,7 +113,9 @@ def _restamped(base: str, known: Stamp) -> Stamp | None:
         except OSError:
             return None
         if folder:  # its times; its names as listed
-            if (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_mode) != info[:4] or st.st_ctime_ns > recent:
+            changed = st.st_ctime_ns
+            settled = SETTLED_NS if changed % 1_000_000_000 else SETTLED_WHOLE_SECONDS_NS
+            if (st.st_ino, st.st_mtime_ns, changed, st.st_mode) != info[:4] or now - changed < settled:
                 return None
             entries.append((inner, info))
         else:
