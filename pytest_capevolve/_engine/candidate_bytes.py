@@ -3,7 +3,8 @@ and workers on a copy of the project.
 
 A candidate is evaluated from its snapshot (``candidates/<tag>/files``), never from the folder
 the optimizer may still be editing. The snapshot's hash and listing are checked at first use;
-before and after every rollout a cheap stamp (sizes, inodes, times, listings) is compared, and a
+before and after every rollout a cheap stamp (sizes, inodes, times; a folder listed again only
+when its own times moved) is compared, and a
 snapshot moved before or *during* a rollout is re-checked (other bytes make it missing data). An
 unmoved stamp after one rollout is the next one's before: a move in between is seen after it.
 
