@@ -71,23 +71,14 @@ def write_all(fd: int, data: bytes) -> None:
 
 def write_frame(fd: int, *parts: bytes) -> None:
     """One frame whose payload is ``parts`` joined, written without joining them: a header and
-    the parts in one ``writev`` (again from where a partial write stopped)."""
+    the parts in one ``writev``; only after a partial write (rare) is the rest joined and written."""
     size = sum(map(len, parts))
     if size > MAX_FRAME:
         raise ValueError(f"a frame of {size} bytes is longer than any answer may be")
-    header = HEADER.pack(size)
-    written = os.writev(fd, (header, *parts))
-    if written == HEADER.size + size:  # nearly always: a pipe takes a whole small frame at once
-        return
-    views = [memoryview(header), *(memoryview(part) for part in parts if part)]
-    while True:
-        while views and written >= len(views[0]):
-            written -= len(views[0])
-            views.pop(0)
-        if not views:
-            return
-        views[0] = views[0][written:]
-        written = os.writev(fd, views)
+    pieces = (HEADER.pack(size), *parts)
+    written = os.writev(fd, pieces)
+    if written < HEADER.size + size:
+        write_all(fd, b"".join(pieces)[written:])
 
 
 class FrameReader:

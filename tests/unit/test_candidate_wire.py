@@ -162,14 +162,16 @@ def test_write_frame_sends_its_parts_as_one_frame() -> None:
 def test_write_frame_goes_on_from_where_a_partial_write_stopped(monkeypatch) -> None:
     from pytest_capevolve._engine import wire
 
-    writev = os.writev
+    writev, write = os.writev, os.write
     calls = []
 
-    def five_bytes_at_most(fd: int, buffers) -> int:  # a pipe interrupted mid-frame, again and again
+    def five_bytes_at_most(fd: int, data) -> int:  # a pipe interrupted mid-frame, again and again
         calls.append(1)
-        return writev(fd, [b"".join(bytes(b) for b in buffers)[:5]])
+        whole = b"".join(bytes(b) for b in data) if isinstance(data, tuple | list) else bytes(data)
+        return writev(fd, [whole[:5]]) if isinstance(data, tuple | list) else write(fd, whole[:5])
 
     monkeypatch.setattr(wire.os, "writev", five_bytes_at_most)
+    monkeypatch.setattr(wire.os, "write", five_bytes_at_most)
     read_fd, write_fd = os.pipe()
     head, blob = b"head-of-the-answer", b"the-rollout"
     write_frame(write_fd, head, b"", blob)
