@@ -10,6 +10,10 @@ twice or three times what the same call costs in a loop of its own. Nested rows 
 row above them; the loop's row is the main process's whole run loop per rollout (the sandbox
 child's CPU is not in it). Each wrap adds two clock reads (~1 µs) to the row it measures.
 ``--old DIR`` measures the package in ``DIR/pytest_capevolve`` in the same rounds (as peers.py).
+
+``--syscalls``: instead, the system calls per rollout of the whole process tree (the sandbox child
+included), by name: ``strace -c -f`` of the W1 session less the same of a 1 × 4 one. A count, not a
+time: the same on a loaded machine as on a quiet one, so a change of one or two shows.
 """
 
 from __future__ import annotations
@@ -119,11 +123,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--old", help="a folder holding the package before a change")
     parser.add_argument("--tmp", help="where the projects are made (default: the system's temp folder)")
+    parser.add_argument("--syscalls", action="store_true", help="count system calls per rollout (strace)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="capevolve-parts-", dir=args.tmp))
     here = str(Path(__file__).resolve().parent)
     sides = {"new": None} if args.old is None else {"new": None, "old": str(Path(args.old).resolve())}
     tasks, trials = 500, 4
+    if args.syscalls:
+        syscalls(tmp, sides, tasks, trials)
+        return
     found: dict[str, list[dict[str, list[float]]]] = {side: [] for side in sides}
     for r in range(args.rounds):
         for side, old in sides.items():
@@ -153,6 +161,58 @@ def main() -> None:
     for label in labels:
         row = [min(run[label][0] for run in found[side] if label in run) / n * 1e6 for side in sides]
         print(f"  {label:58s}" + "".join(f"{value:9.1f}" for value in row))
+
+
+def syscalls(tmp: Any, sides: dict[str, str | None], tasks: int, trials: int) -> None:
+    """Per side: system calls per rollout by name, (tasks × trials) less (1 × trials)."""
+    import shutil
+    import subprocess
+    import sys
+
+    from overhead import make_project
+
+    if shutil.which("strace") is None:
+        raise SystemExit("--syscalls needs strace (apt-get install strace)")
+
+    def counted(side: str, old: str | None, n: int) -> dict[str, int]:
+        project = make_project(tmp / f"sc-{side}-{n}", trials)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env.update(BENCH_TASKS=str(n), BENCH_SLEEP="0", PYTHONPATH=old or env.get("PYTHONPATH", ""))
+        out = tmp / f"sc-{side}-{n}.txt"
+        command = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--capevolve-run",
+            str(project),
+        ]
+        subprocess.run(
+            ["strace", "-f", "-c", "-o", str(out), *command],
+            cwd=project,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        rows = [line.split() for line in out.read_text().splitlines()]
+        # a row: % time, seconds, usecs/call, calls, [errors,] name
+        return {
+            row[-1]: int(row[3])
+            for row in rows
+            if len(row) in (5, 6) and row[3].isdigit() and row[-1] != "total"
+        }
+
+    n = tasks * trials - trials
+    print(f"W1 system calls per rollout, whole process tree ({tasks} × {trials} less 1 × {trials}):")
+    for side, old in sides.items():
+        full, one = counted(side, old, tasks), counted(side, old, 1)
+        per = {name: (full.get(name, 0) - one.get(name, 0)) / n for name in full.keys() | one.keys()}
+        shown = ", ".join(
+            f"{name} {v:.2f}" for name, v in sorted(per.items(), key=lambda kv: -kv[1]) if v >= 0.05
+        )
+        print(f"  {side}: {sum(per.values()):.1f}  ({shown})")
 
 
 if __name__ == "__main__":

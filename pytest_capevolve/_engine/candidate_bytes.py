@@ -3,7 +3,8 @@ and workers on a copy of the project.
 
 A candidate is evaluated from its snapshot (``candidates/<tag>/files``), never from the folder
 the optimizer may still be editing. The snapshot's hash and listing are checked at first use;
-before and after every rollout a cheap stamp (sizes, inodes, times, listings) is compared, and a
+before and after every rollout a cheap stamp (sizes, inodes, times; a folder listed again only
+when its own times moved) is compared, and a
 snapshot moved before or *during* a rollout is re-checked (other bytes make it missing data). An
 unmoved stamp after one rollout is the next one's before: a move in between is seen after it.
 
@@ -20,6 +21,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -49,15 +51,30 @@ class _Checked:
     digest: str
 
 
-def stamp_of(folder: Path) -> Stamp:
+# A folder whose times moved this lately is listed again, never trusted unmoved: its next change
+# could fall in the same tick of the file system's clock and leave its times as they were. A tick
+# is at most 10 ms on Linux (HZ >= 100); a file system keeping whole seconds (ext3, HFS+) gets 2 s.
+SETTLED_NS = 100_000_000
+SETTLED_WHOLE_SECONDS_NS = 2_000_000_000
+
+
+def stamp_of(folder: Path, known: Stamp | None = None) -> Stamp:
     """What changes whenever a file under ``folder`` is written, replaced, added or removed
     (ctime cannot be set back), without reading a byte; a planted ``.pyc`` counts too. Plain
-    ``os.scandir`` and strings: this runs once or twice per rollout."""
+    ``os.scandir`` and strings: this runs once per rollout. ``known``, an earlier stamp of the
+    same folder, spares the listings: adding, removing or renaming an entry moves the times of
+    the folder holding it, so while no folder's times moved (and none moved lately:
+    :data:`SETTLED_NS`) its files are stat'ed by name; else everything is listed again."""
+    if known:
+        again = _restamped(os.fspath(folder), known)
+        if again is not None:
+            return again
     entries: list[tuple[str, tuple[object, ...]]] = []
     todo = [("", os.fspath(folder))]
     while todo:
         relative, path = todo.pop()
         try:
+            held = os.stat(path)  # before the listing: a change after it moves these times
             with os.scandir(path) as listing:
                 found = sorted(listing, key=lambda e: e.name)
         except OSError:
@@ -77,12 +94,38 @@ def stamp_of(folder: Path) -> Stamp:
                 entries.append((inner, ("gone",)))
                 continue
             entries.append((inner, (st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)))
-        entries.append((relative + "/", tuple(names)))
+        times = (held.st_ino, held.st_mtime_ns, held.st_ctime_ns, held.st_mode)
+        entries.append((relative + "/", (*times, *names)))
+    return tuple(entries)
+
+
+def _restamped(base: str, known: Stamp) -> Stamp | None:
+    """:func:`stamp_of` ``base`` as ``known`` lists it, each entry stat'ed by name; None when a
+    folder's times moved (or moved lately) or an entry is gone: then it is listed again."""
+    now = time.time_ns()
+    entries: list[tuple[str, tuple[object, ...]]] = []
+    for inner, info in known:
+        if info == ("gone",):
+            return None
+        folder = inner[-1:] == "/"  # a folder's entry (the root's is "/")
+        name = inner[:-1] if folder else inner
+        try:  # a folder as listed (through a link), anything else as itself
+            st = (os.stat if folder else os.lstat)(f"{base}/{name}" if name else base)
+        except OSError:
+            return None
+        if folder:  # its times; its names as listed
+            changed = st.st_ctime_ns
+            settled = SETTLED_NS if changed % 1_000_000_000 else SETTLED_WHOLE_SECONDS_NS
+            if (st.st_ino, st.st_mtime_ns, changed, st.st_mode) != info[:4] or now - changed < settled:
+                return None
+            entries.append((inner, info))
+        else:
+            entries.append((inner, (st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)))
     return tuple(entries)
 
 
 def moved(before: Stamp, after: Stamp) -> list[str]:
-    """The entries whose stamp differs (``path/`` for a folder whose listing did)."""
+    """The entries whose stamp differs (``path/`` for a folder whose listing or times did)."""
     old, new = dict(before), dict(after)
     return sorted(p for p in old.keys() | new.keys() if old.get(p) != new.get(p))
 
@@ -109,7 +152,7 @@ class CandidateBytes:
         if checked is None:
             checked = self._checked[tag] = self._first_check(tag, snapshot, source, digest)
         elif isinstance(checked, _Checked) and self._unmoved != tag:
-            now = stamp_of(checked.folder)
+            now = stamp_of(checked.folder, checked.stamp)
             if now != checked.stamp:  # touched at least: the bytes are checked again
                 checked = self._checked[tag] = self._verify(tag, checked.folder, digest, now)
         self._unmoved = None
@@ -120,7 +163,7 @@ class CandidateBytes:
     def changed_during(self, tag: str, folder: Path, before: Stamp) -> str | None:
         """After a rollout: None when ``folder`` is unmoved or (a touch, to have a failure paid again)
         still the registered bytes; else why the rollout is missing data (other bytes measured?)."""
-        after = stamp_of(folder)
+        after = stamp_of(folder, before)
         checked = self._checked.get(tag)
         digest = checked.digest if isinstance(checked, _Checked) else ""
         unmoved = isinstance(checked, _Checked) and after == checked.stamp and folder == checked.folder

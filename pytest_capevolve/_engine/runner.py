@@ -56,8 +56,9 @@ class AdapterRunner:
     @property
     def on_loop(self) -> bool:
         """Needs a loop here: an async ``run_target`` run here (not in a sandbox child) or an async scorer."""
-        scorer_async = inspect.iscoroutinefunction(self.adapter.score)
-        return self.is_async and (isinstance(self.targets, InProcess) or scorer_async)
+        if not self.is_async:  # asked once per rollout: a sync adapter's answer without inspecting
+            return False
+        return isinstance(self.targets, InProcess) or inspect.iscoroutinefunction(self.adapter.score)
 
     def close(self) -> None:
         """End what :attr:`targets` started (a sandbox's child processes). Idempotent."""

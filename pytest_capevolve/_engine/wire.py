@@ -71,18 +71,14 @@ def write_all(fd: int, data: bytes) -> None:
 
 def write_frame(fd: int, *parts: bytes) -> None:
     """One frame whose payload is ``parts`` joined, written without joining them: a header and
-    the parts in one ``writev`` (again from where a partial write stopped)."""
-    size = sum(len(part) for part in parts)
+    the parts in one ``writev``; only after a partial write (rare) is the rest joined and written."""
+    size = sum(map(len, parts))
     if size > MAX_FRAME:
         raise ValueError(f"a frame of {size} bytes is longer than any answer may be")
-    views = [memoryview(HEADER.pack(size)), *(memoryview(part) for part in parts if part)]
-    while views:
-        written = os.writev(fd, views)
-        while views and written >= len(views[0]):
-            written -= len(views[0])
-            views.pop(0)
-        if views and written:
-            views[0] = views[0][written:]
+    pieces = (HEADER.pack(size), *parts)
+    written = os.writev(fd, pieces)
+    if written < HEADER.size + size:
+        write_all(fd, b"".join(pieces)[written:])
 
 
 class FrameReader:

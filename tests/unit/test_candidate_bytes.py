@@ -95,6 +95,38 @@ def test_an_unmoved_stamp_after_a_rollout_is_the_next_ones_and_a_move_between_is
         checker.folder("cand", snapshot, tmp_path / "cand", digest)
 
 
+def test_a_stamp_again_lists_no_folder_whose_times_held_and_still_sees_every_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Per rollout the stamp stats the files it knows by name; a folder is listed again only when
+    its times moved (an entry added, removed or renamed in it) or moved lately (SETTLED_NS)."""
+    from pytest_capevolve._engine import candidate_bytes
+
+    _source, snapshot, digest = _registered(tmp_path)
+    listed: list[str] = []
+    scandir = os.scandir
+    monkeypatch.setattr(candidate_bytes.os, "scandir", lambda p: listed.append(str(p)) or scandir(p))
+    settled = ("SETTLED_NS", "SETTLED_WHOLE_SECONDS_NS")
+    for name in settled:  # every folder's times moved lately
+        monkeypatch.setattr(candidate_bytes, name, 10**30)
+    fresh = candidate_bytes.stamp_of(snapshot)
+    assert candidate_bytes.stamp_of(snapshot, fresh) == fresh and len(listed) == 4  # listed twice
+    for folder in (snapshot, snapshot / "tools"):  # an mtime of long ago: any change moves it
+        os.utime(folder, ns=(10**18, 10**18))
+    for name in settled:  # and their ctimes (now) settled
+        monkeypatch.setattr(candidate_bytes, name, 0)
+    checker = CandidateBytes(on_copy=False)
+    _folder, before = checker.folder("cand", snapshot, tmp_path / "cand", digest)
+    listed.clear()
+    assert candidate_bytes.stamp_of(snapshot, before) == before == candidate_bytes.stamp_of(snapshot)
+    assert len(listed) == 2  # the unknown stamp's listing, not the known one's
+    listed.clear()
+    assert checker.changed_during("cand", snapshot, before) is None and listed == []
+    (snapshot / "tools" / "extra.py").write_text("x = 1\n")  # an entry added: its folder's times move
+    why = checker.changed_during("cand", snapshot, before)
+    assert why is not None and "tools/extra.py" in why and listed
+
+
 def test_a_snapshot_changed_before_its_first_use_is_refused(tmp_path: Path) -> None:
     _source, snapshot, digest = _registered(tmp_path)
     _append(snapshot / "prompt.md", "more\n")

@@ -159,6 +159,29 @@ def test_write_frame_sends_its_parts_as_one_frame() -> None:
     os.close(read_fd)
 
 
+def test_write_frame_goes_on_from_where_a_partial_write_stopped(monkeypatch) -> None:
+    from pytest_capevolve._engine import wire
+
+    writev, write = os.writev, os.write
+    calls = []
+
+    def five_bytes_at_most(fd: int, data) -> int:  # a pipe interrupted mid-frame, again and again
+        calls.append(1)
+        whole = b"".join(bytes(b) for b in data) if isinstance(data, tuple | list) else bytes(data)
+        return writev(fd, [whole[:5]]) if isinstance(data, tuple | list) else write(fd, whole[:5])
+
+    monkeypatch.setattr(wire.os, "writev", five_bytes_at_most)
+    monkeypatch.setattr(wire.os, "write", five_bytes_at_most)
+    read_fd, write_fd = os.pipe()
+    head, blob = b"head-of-the-answer", b"the-rollout"
+    write_frame(write_fd, head, b"", blob)
+    monkeypatch.undo()
+    os.close(write_fd)
+    reader = FrameReader(read_fd)
+    assert reader.read() == head + blob and reader.read() is None and len(calls) == 8
+    os.close(read_fd)
+
+
 # -- what the child sends: a task's pickle once, and the rollout as values the parent rebuilds --
 
 

@@ -129,7 +129,7 @@ class EventLog:
             size, prev, seq = self._event_tail_at(stat)
             event = {"seq": seq + 1, "ts": round(time.time(), 3), "kind": str(kind), **fields}
             event["prev"] = prev
-            flat = all(type(value) in _SCALARS for value in event.values())
+            flat = _SCALARS.issuperset(map(type, event.values()))  # no generator per field
             if flat:  # (a rollout's event) sorted once, here: the same line the sorting encoder writes
                 event = dict(sorted(event.items()))
                 line = _FLAT_ENCODER.encode(event)
