@@ -126,7 +126,16 @@ def test_a_candidate_that_turns_its_failing_draws_into_api_errors_is_never_accep
     bytes plus that tool were accepted by the 2nd gate session (Δ̄ +0.4, infra 18 vs 0); now a
     trial paid again after an infra error is imputed as that error, and the verdict is
     indecisive however many sessions pay again (replayed to the 2nd session, the one that
-    accepted: a 3rd paid again only the cells the 2nd left infra, as the 2nd did the 1st's)."""
+    accepted: a 3rd paid again only the cells the 2nd left infra, as the 2nd did the 1st's).
+
+    Its first draws, errors counted as failures, are a null candidate's, which the gate accepts at
+    its level by design: at the init's α = 0.05 (0.0156 at the loop's first decision) a lucky first
+    draw (61 of 90 passed against the seed's 48) had it accepted, twice in one day's suite runs.
+    At α = 0.005 (0.0016 there) that chance is ≤ 0.16 %, and the code before the fix still loses:
+    accepted at p = 4.8e-7 and 1.5e-5 (the fix's parent commit, this test at α = 0.005)."""
+    spec = project / "capevolve.yaml"
+    spec.write_text(spec.read_text().replace("gate_alpha: 0.05\n", "gate_alpha: 0.005\n"))
+    assert "gate_alpha: 0.005" in spec.read_text()
     adapter = project / "adapter.py"
     text = adapter.read_text()
     text = text.replace(
