@@ -254,10 +254,19 @@ def compare_runs(
             verdict = replace(verdict, reason=f"{verdict.reason} (Holm across {len(candidates)} runs)")
         if not set(pairing.task_ids) - set(pairing.only_in_baseline) - set(pairing.only_in_candidate):
             verdict = replace(verdict, reason=f"{verdict.reason}; {_no_shared_task(baseline, run)}")
-        elif verdict.basis == Basis.ERROR_IMBALANCE and any(pairing.lacking.values()):
+        elif verdict.basis in (Basis.ERROR_IMBALANCE, Basis.COVERAGE) and any(pairing.lacking.values()):
             verdict = replace(verdict, reason=f"{verdict.reason}; {_lacking_said(pairing)}")
+        elif verdict.basis == Basis.COVERAGE:  # errored samples, each missing data, never a 0
+            verdict = replace(verdict, reason=f"{verdict.reason}; {ERRORS_WAY_ON}")
         results.append(PairResult(run, pairing, verdict, level, _task_rows(pairing, verdict, settings)))
     return Comparison(baseline, results, settings)
+
+
+ERRORS_WAY_ON = (
+    "the pairs missing are errored samples (missing data, never counted as 0): run them again "
+    "(inspect_ai's `inspect eval-retry`, or your harness's retry) and compare the completed results; "
+    "or, if this coverage is evidence enough for you, lower the bar with --min-coverage"
+)
 
 
 def _check_question(settings: CompareSettings) -> None:

@@ -242,6 +242,11 @@ def test_low_coverage_and_no_shared_task_are_indecisive_with_a_way_on() -> None:
     half = run_of({f"t{i}": [1.0] for i in range(5)}, "B")
     [result] = compare_runs(base, [half], CompareSettings()).pairs
     assert result.verdict.decision == "indecisive" and result.verdict.coverage["paired"] == 0.5
+    assert "rows one file lacks" in result.verdict.reason and "same tasks" in result.verdict.reason
+    errored = run_of({f"t{i}": [1.0 if i < 5 else None] for i in range(10)}, "E")
+    [result] = compare_runs(base, [errored], CompareSettings()).pairs
+    assert result.verdict.decision == "indecisive" and "could not judge" in result.verdict.reason
+    assert "eval-retry" in result.verdict.reason and "--min-coverage" in result.verdict.reason
     other = run_of({"x": [1.0], "y": [0.0]}, "C")
     [result] = compare_runs(base, [other], CompareSettings()).pairs
     assert result.verdict.decision == "indecisive"
