@@ -44,13 +44,20 @@ READERS: dict[str, Source] = {
     )
 }
 FORMATS = tuple(READERS)
+# what a folder's results files may be called, to name them (a run's report.md or a dashboard is none)
+RESULTS_SUFFIXES = frozenset({".eval", ".json", ".jsonl", ".ndjson", ".csv"})
 
 
 def read_results(path: Path, *, format: str | None = None, options: ReadOptions | None = None) -> ImportedRun:
     """The run in ``path``, by the reader ``format`` names or the first whose test passes."""
     options = options or ReadOptions()
     if path.is_dir():
-        inside = sorted(str(f) for f in path.iterdir() if f.is_file() and not f.name.startswith("."))
+        if (path / "events.jsonl").is_file() and (path / "state.json").is_file():
+            raise ResultsError(
+                f"{path} is a capevolve run: its candidates are judged in it (`capevolve gate TAG`, "
+                "`capevolve measure`), not by compare, which reads other tools' results files"
+            )
+        inside = sorted(str(f) for f in path.iterdir() if f.is_file() and f.suffix in RESULTS_SUFFIXES)
         named = ", ".join(inside[:3]) + (" …" if len(inside) > 3 else "") if inside else "(it holds none)"
         raise ResultsError(f"{path} is a folder (a --log-dir?); give one results file in it: {named}")
     if not path.is_file():

@@ -132,9 +132,18 @@ def test_an_unknown_file_is_refused_naming_the_formats(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()
     log = write(logs / "2026-12-04T17-10-08_greet_37cu.eval", "x")
+    write(logs / "notes.md", "x")
     with pytest.raises(ResultsError, match="is a folder") as caught:
         read_results(logs)
-    assert str(log) in str(caught.value)
+    assert str(log) in str(caught.value) and "notes.md" not in str(caught.value)
+    # a capevolve run dir is judged in its run, not compared: said, with the commands that do
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("events.jsonl", "state.json", "LEDGER.md"):
+        write(run / name, "{}")
+    with pytest.raises(ResultsError, match="is a capevolve run") as caught:
+        read_results(run)
+    assert "capevolve gate TAG" in str(caught.value)
     # --format reads a file whatever its suffix
     assert read_results(write(tmp_path / "y.txt", "task_id,reward\nt,1\n"), format="csv").task_ids == ["t"]
 
