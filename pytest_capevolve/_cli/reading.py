@@ -37,9 +37,13 @@ def cmd_runs(args: argparse.Namespace) -> int:
     spec = spec_of(args)
     rows = list_runs(spec.project_dir)
     if not rows:
+        from shlex import quote
+
+        from .._project.way_on import shown
+
         print(
             f"no run under {spec.project_dir / '.capevolve' / 'runs'} yet; evaluate first: "
-            f"pytest --capevolve-run {spec.project_dir}",
+            f"pytest --capevolve-run {quote(shown(spec.project_dir))}",
             file=human(args),
         )
     return emit(args, rows, render_runs if rows else None)

@@ -15,12 +15,14 @@ import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from shlex import quote
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from .._project.candidate import check_tag, escape_id
 from .._project.spec import GUARD_KEYS, to_stored
+from .._project.way_on import shown
 from .decisions.state import BUDGET_KEYS, RunState
 from .decisions.verdicts import Verdicts
 from .files import (
@@ -137,7 +139,7 @@ class RunDir:
                 return cls.opened(existing[-1])
         if not create:
             raise RunDirError(
-                f"no run under {runs} yet; evaluate first: pytest --capevolve-run {project_dir}"
+                f"no run under {runs} yet; evaluate first: pytest --capevolve-run {quote(shown(project_dir))}"
             )
         root = runs / new_run_id(p.name for p in runs.glob("*"))
         root.mkdir(parents=True)
