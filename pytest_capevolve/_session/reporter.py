@@ -320,6 +320,14 @@ class CapevolveReporter:
         paid = sum(r.paid for r in outcome.rows)
         reused = sum(r.reused for r in outcome.rows)
         tr.write_line(f"rollouts: {paid} paid, {reused} reused; run dir: {self.rundir.root}")
+        # pytest says only "no tests ran" (a node id, --lf and --ff have lines of their own)
+        by_expression = [
+            asked for asked in self.deselected_by if asked.startswith(("-k ", "-m ", "--deselect "))
+        ]
+        if not paid and by_expression and not outcome.missing:
+            tr.write_line(
+                self._nothing_owed_line(by_expression, sorted({r.tag for r in outcome.rows})), yellow=True
+            )
         tr.write_line(f"candidate code: {confinement.candidate_code()}; optimizer: {confinement.optimizer()}")
         if outcome.report_error:
             tr.write_line(f"capevolve: {outcome.report_error}", yellow=True)
@@ -340,6 +348,17 @@ class CapevolveReporter:
                 tr.write_line(line, yellow=True)
         for line, markup in outcome.closing:
             tr.write_line(line, **markup)
+
+    def _nothing_owed_line(self, by: list[str], tags: list[str]) -> str:
+        """``-k``, ``-m`` or ``--deselect`` in a run that owes nothing: what it ran, and why."""
+        from .._project.way_on import pasteable
+
+        shown = [f"`capevolve diagnose {tag} PROJECT --table`" for tag in tags[:3]]
+        diagnose = pasteable(" or ".join(shown), self.rundir.project_dir)
+        return (
+            f"capevolve: {', '.join(by)} selected no rollout the run owes: every one is "
+            f"recorded, and a recorded rollout is never drawn again; {diagnose} shows what they did and why"
+        )
 
     def _print_verdicts(self, tr: Any, outcome: Any) -> None:
         """The nulls' noise floor, one line per verdict, its warnings and the explanation."""

@@ -163,6 +163,25 @@ def test_last_failed_says_failed_rollouts_are_never_redrawn_and_what_to_use(
         )
 
 
+def test_k_in_a_run_that_owes_nothing_says_why_nothing_ran_and_where_to_look(
+    example, capevolve, pytester
+) -> None:
+    """`-k q01` in a run whose rollouts are all recorded: pytest said only "no tests ran"."""
+    project = example("toy_calc")
+    assert capevolve(project, "careful").ret == 0
+
+    again = capevolve(project, "careful", extra=["-k", "q01"])
+
+    assert again.ret == 0 and paid_reused(again) == (0, 24), again.stdout.str()
+    again.stdout.fnmatch_lines(
+        [
+            "capevolve: -k 'q01' selected no rollout the run owes: every one is recorded, and a recorded "
+            "rollout is never drawn again; `capevolve diagnose careful * --table` or `capevolve diagnose "
+            "seed * --table` shows what they did and why"
+        ]
+    )
+
+
 def test_tb_no_prints_each_failed_rollouts_id_and_reward_only(example, capevolve) -> None:
     project = example("toy_calc")
     full = capevolve(project, "careful", extra=["--capevolve-failures", "all"])
