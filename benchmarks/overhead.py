@@ -79,6 +79,11 @@ def make_project(root: Path, trials: int) -> Path:
     return root
 
 
+def session_command(project: Path) -> list[str]:
+    """``pytest --capevolve-run PROJECT`` as every benchmark starts it: quiet, no cache plugin."""
+    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--capevolve-run", str(project)]
+
+
 def bare_loop(project: Path, tasks: int, trials: int, out: str = "bare") -> float:
     """The same work without pytest: call the adapter, write the same record atomically (into
     ``out``, relative to the project unless absolute)."""

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).parent))
-from overhead import make_project  # noqa: E402
+from overhead import make_project, session_command  # noqa: E402
 
 PLAIN = """
 import pytest
@@ -137,16 +137,7 @@ def ours(
     if old is not None:  # the package in ``old`` first on the path: the code before a change
         env["PYTHONPATH"] = os.pathsep.join(p for p in (old, ENV.get("PYTHONPATH")) if p)
     project = make_project(tmp / name, trials)
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "--capevolve-run",
-        str(project),
-    ]
+    command = session_command(project)
     return wall([*command, *extra], project, env)
 
 

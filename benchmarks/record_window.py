@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from overhead import make_project  # noqa: E402
+from overhead import make_project, session_command  # noqa: E402
 
 XDIST_OWN = """
 import pytest
@@ -41,16 +41,7 @@ def session(project: Path, workers: int, baseline: bool) -> float:
     shutil.rmtree(project / ".capevolve", ignore_errors=True)
     conftest = project.parent / "conftest.py"
     conftest.write_text(XDIST_OWN if baseline else "")
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "--capevolve-run",
-        str(project),
-    ]
+    command = session_command(project)
     start = time.perf_counter()
     subprocess.run([*command, "-n", str(workers)], cwd=project.parent, check=False, stdout=subprocess.DEVNULL)
     return time.perf_counter() - start

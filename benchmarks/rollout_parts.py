@@ -167,9 +167,8 @@ def syscalls(tmp: Any, sides: dict[str, str | None], tasks: int, trials: int) ->
     """Per side: system calls per rollout by name, (tasks × trials) less (1 × trials)."""
     import shutil
     import subprocess
-    import sys
 
-    from overhead import make_project
+    from overhead import make_project, session_command
 
     if shutil.which("strace") is None:
         raise SystemExit("--syscalls needs strace (apt-get install strace)")
@@ -179,16 +178,7 @@ def syscalls(tmp: Any, sides: dict[str, str | None], tasks: int, trials: int) ->
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env.update(BENCH_TASKS=str(n), BENCH_SLEEP="0", PYTHONPATH=old or env.get("PYTHONPATH", ""))
         out = tmp / f"sc-{side}-{n}.txt"
-        command = [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--capevolve-run",
-            str(project),
-        ]
+        command = session_command(project)
         subprocess.run(
             ["strace", "-f", "-c", "-o", str(out), *command],
             cwd=project,

@@ -70,7 +70,7 @@ def resume_section(rollouts: int) -> None:
     import sys
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from overhead import make_project
+    from overhead import make_project, session_command
 
     from pytest_capevolve._store.log.outcome_ledger import OutcomeLedger, outcome
     from pytest_capevolve._store.rundir import RunDir
@@ -82,16 +82,7 @@ def resume_section(rollouts: int) -> None:
     project = make_project(tmp / "scale", trials)
     (project / "cand").mkdir()
     (project / "cand" / "prompt.md").write_text("hello again\n")
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "--capevolve-run",
-        str(project),
-    ]
+    command = session_command(project)
     command += ["--capevolve-candidate", str(project / "cand")]
     subprocess.run(command, cwd=project, check=True, stdout=subprocess.DEVNULL)  # the fresh run
     cpus = []  # CPU seconds, not wall: on a shared machine the wall measures the neighbours
