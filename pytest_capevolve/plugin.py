@@ -45,14 +45,15 @@ def _refuse_rollout_ids(config: pytest.Config) -> None:
         if "::" in arg and (found := re.fullmatch(_ROLLOUT_ID, arg)) and not (found[1] or "").endswith(".py"):
             import shlex  # here: a plain pytest session imports nothing more for this check
 
-            from ._project.way_on import shown
+            from ._project.way_on import diagnose_commands, shown
 
-            project = shlex.quote(shown(Path(found[1] or "capevolve.yaml").parent))
+            folder = Path(found[1] or "capevolve.yaml").parent
+            diagnose = diagnose_commands([found[2]], folder)
             raise pytest.UsageError(
                 f"{arg} is a rollout of a capevolve run, which only an evaluation session collects: "
-                f"pytest --capevolve-run {project} {shlex.quote(arg)} runs it if the run owes it; a recorded "
-                f"rollout is never drawn again, and `capevolve diagnose {found[2]} {project}` shows what "
-                "the failed ones did and why"
+                f"pytest --capevolve-run {shlex.quote(shown(folder))} {shlex.quote(arg)} runs it if the run "
+                f"owes it; a recorded rollout is never drawn again, and {diagnose} shows what the failed "
+                "ones did and why"
             )
 
 
@@ -71,16 +72,15 @@ class _LastFailedRollouts:
         ]
         if not rollouts:
             return []
-        import shlex
 
-        from ._project.way_on import shown
+        from ._project.way_on import diagnose_commands
 
         first, tags = rollouts[0], sorted({m[2] for m in rollouts})
-        project = shlex.quote(shown((config.rootpath / first[1]).parent))
+        diagnose = diagnose_commands(tags[:1], (config.rootpath / first[1]).parent)
         return [
             f"capevolve: {len(rollouts)} of the last failures are rollouts of a capevolve run ({first[0]}"
             f"{', …' if len(rollouts) > 1 else ''}), which only an evaluation session collects; a failed "
-            f"rollout is never drawn again: `capevolve diagnose {tags[0]} {project}` shows what the failed "
+            f"rollout is never drawn again: {diagnose} shows what the failed "
             f"ones did and why{' (tags: ' + ', '.join(tags) + ')' if len(tags) > 1 else ''}"
         ]
 

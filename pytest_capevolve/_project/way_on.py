@@ -74,6 +74,15 @@ def pasteable(text: str, project_dir: Path | None = None, args: Sequence[str] | 
     return _SESSION.sub(f"pytest {shlex.join(flags)} ".replace("\\", "\\\\"), text) if flags else text
 
 
+def diagnose_commands(tags: Sequence[str], project_dir: Path | None, *flags: str, most: int = 2) -> str:
+    """```capevolve diagnose TAG PROJECT FLAGS…``` of each of the first ``most`` tags (in order, each
+    once), pasteable as printed and joined with " or ": what the failed rollouts did and why."""
+    after = "".join(f" {shlex.quote(flag)}" for flag in flags)
+    named = list(dict.fromkeys(tags))[:most]
+    commands = [f"`capevolve diagnose {shlex.quote(tag)} PROJECT{after}`" for tag in named]
+    return pasteable(" or ".join(commands), project_dir)
+
+
 def commit_command(
     tag: str, decision: str, project_dir: Path | None, run_id: str | None, *flags: str, absolute: bool = False
 ) -> str:

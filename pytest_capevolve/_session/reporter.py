@@ -351,10 +351,9 @@ class CapevolveReporter:
 
     def _nothing_owed_line(self, by: list[str], tags: list[str]) -> str:
         """``-k``, ``-m`` or ``--deselect`` in a run that owes nothing: what it ran, and why."""
-        from .._project.way_on import pasteable
+        from .._project.way_on import diagnose_commands
 
-        shown = [f"`capevolve diagnose {tag} PROJECT --table`" for tag in tags[:3]]
-        diagnose = pasteable(" or ".join(shown), self.rundir.project_dir)
+        diagnose = diagnose_commands(tags, self.rundir.project_dir, "--table", most=3)
         return (
             f"capevolve: {', '.join(by)} selected no rollout the run owes: every one is "
             f"recorded, and a recorded rollout is never drawn again; {diagnose} shows what they did and why"

@@ -23,16 +23,14 @@ from .._items.nodes import item_name
 from .._items.plan import EvalPlan
 from .._project.candidate import null_control_of
 from .._project.splits import SPLITS, TestSealError
-from .._project.way_on import candidate_folder, pasteable
+from .._project.way_on import candidate_folder, diagnose_commands, pasteable
 from .plan_check import planned_names
 
 
 def instead(tags: Sequence[str], project_dir: Path | None) -> str:
     """What to use instead of re-drawing a failed rollout, in every line that refuses to: the diagnose
     command of the tags concerned, pasteable as printed (a ``TAG`` placeholder was not)."""
-    named = list(dict.fromkeys(tags))
-    shown = [pasteable(f"`capevolve diagnose {shlex.quote(tag)} PROJECT`", project_dir) for tag in named[:2]]
-    commands = " or ".join(shown) or "`capevolve diagnose TAG`"
+    commands = diagnose_commands(tags, project_dir) or "`capevolve diagnose TAG`"
     return (
         f"{commands} shows what the failed rollouts did and why they failed; "
         "--capevolve-rerun measures everything again under fresh tags"
@@ -158,7 +156,7 @@ def _names_nothing_line(nameless: dict[str, str], plan: EvalPlan, project_dir: P
     unknown = list(nameless.values())
     tag = tag_of(next(iter(nameless)))
     # a FAILED id's tag: what its failed rollouts did is one command away, not another session
-    diagnose = pasteable(f"`capevolve diagnose {shlex.quote(tag)} PROJECT`", project_dir)
+    diagnose = diagnose_commands([tag], project_dir)
     add = (
         f"its tag {tag!r} is not in it: {diagnose} shows what its failed rollouts did and why; "
         f"{_how_to_owe(tag, project_dir)}; or "
