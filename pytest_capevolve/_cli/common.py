@@ -109,14 +109,9 @@ def open_run(args: argparse.Namespace, *, splits: bool = True) -> tuple[Spec, Ru
         rundir = RunDir.resolve(spec.project_dir, getattr(args, "run_id", None), create=False)
     OPENED.append(rundir)  # what it finds damaged and handles is said on stderr at the end
     if splits and rundir.splits() is None:
-        from shlex import quote
+        from .._project.way_on import evaluate_first
 
-        from .._project.way_on import shown
-
-        raise UsageError(
-            f"run {rundir.run_id} has no rollouts yet; evaluate first: pytest --capevolve-run "
-            f"{quote(shown(spec.project_dir))}"
-        )
+        raise UsageError(f"run {rundir.run_id} has no rollouts yet; {evaluate_first(spec.project_dir)}")
     return spec, rundir
 
 

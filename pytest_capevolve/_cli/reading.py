@@ -37,13 +37,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
     spec = spec_of(args)
     rows = list_runs(spec.project_dir)
     if not rows:
-        from shlex import quote
-
-        from .._project.way_on import shown
+        from .._project.way_on import evaluate_first
 
         print(
-            f"no run under {spec.project_dir / '.capevolve' / 'runs'} yet; evaluate first: "
-            f"pytest --capevolve-run {quote(shown(spec.project_dir))}",
+            f"no run under {spec.project_dir / '.capevolve' / 'runs'} yet; "
+            f"{evaluate_first(spec.project_dir)}",
             file=human(args),
         )
     return emit(args, rows, render_runs if rows else None)

@@ -74,6 +74,11 @@ def pasteable(text: str, project_dir: Path | None = None, args: Sequence[str] | 
     return _SESSION.sub(f"pytest {shlex.join(flags)} ".replace("\\", "\\\\"), text) if flags else text
 
 
+def evaluate_first(project_dir: Path) -> str:
+    """The way on where a command needs a run, or rollouts, that do not exist yet."""
+    return f"evaluate first: pytest --capevolve-run {shlex.quote(shown(project_dir))}"
+
+
 def diagnose_commands(tags: Sequence[str], project_dir: Path | None, *flags: str, most: int = 2) -> str:
     """```capevolve diagnose TAG PROJECT FLAGS…``` of each of the first ``most`` tags (in order, each
     once), pasteable as printed and joined with " or ": what the failed rollouts did and why."""

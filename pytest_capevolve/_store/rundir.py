@@ -15,14 +15,13 @@ import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from shlex import quote
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from .._project.candidate import check_tag, escape_id
 from .._project.spec import GUARD_KEYS, to_stored
-from .._project.way_on import shown
+from .._project.way_on import evaluate_first
 from .decisions.state import BUDGET_KEYS, RunState
 from .decisions.verdicts import Verdicts
 from .files import (
@@ -138,9 +137,7 @@ class RunDir:
             if existing:
                 return cls.opened(existing[-1])
         if not create:
-            raise RunDirError(
-                f"no run under {runs} yet; evaluate first: pytest --capevolve-run {quote(shown(project_dir))}"
-            )
+            raise RunDirError(f"no run under {runs} yet; {evaluate_first(project_dir)}")
         root = runs / new_run_id(p.name for p in runs.glob("*"))
         root.mkdir(parents=True)
         rundir = cls(root)
