@@ -268,3 +268,8 @@ def test_a_gate_decision_left_unbooked_is_said_so_with_the_command_that_books_it
     )
     events += [{"kind": "decision", "tag": t, "decision": "accept"} for t in ("c1", "c3")]
     assert "not booked" not in decisions_said(val_reuse(_loop_spec("constant"), events, {}, 30))
+    # a reject waiting: its basis is a flag of its own (pasted, `--decision 'reject --reject-basis gate'`
+    # was refused by commit's parser)
+    events.append({"kind": "gate_decision", "tag": "c4", "decision": "reject"})
+    reuse = val_reuse(_loop_spec("constant"), events, {}, 30, run_id="r1")
+    assert reuse["book"] == "capevolve commit c4 . --run-id r1 --decision reject --reject-basis gate"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
+from pathlib import Path
 from typing import Any, TypedDict
 
 from ..._decide import alpha_budget
@@ -16,7 +17,9 @@ from ..._stats.sign_flip import NOT_ESTIMABLE
 from ..._store.log.event_kinds import DECISION, GATE_DECISION, NULL_GATED
 
 POWER = 0.8
-BOOK = {"accept": "accept", "reject": "reject --reject-basis gate"}  # a gate's decision, as commit books it
+# a gate's decision, as commit books it: the decision, then its flags (each its own word, or pasted it
+# was the one --decision 'reject --reject-basis gate', which commit refuses)
+BOOK = {"accept": ("accept",), "reject": ("reject", "--reject-basis", "gate")}
 
 
 class ValReuse(TypedDict):
@@ -113,11 +116,14 @@ def val_reuse(
             spec.gate_alpha_schedule, spec.gate_alpha, decided
         ),
         "unbooked": waiting,
-        "book": next(
-            (commit_command(t, BOOK.get(d, "…"), spec.project_dir, run_id) for t, d in waiting.items()), None
-        ),
+        "book": next((_book(t, d, spec.project_dir, run_id) for t, d in waiting.items()), None),
         "source": "events.jsonl (gate_decision and decision lines), verdicts/*.json (se, n_tasks)",
     }
+
+
+def _book(tag: str, decision: str, project_dir: Path | None, run_id: str | None) -> str:
+    decided, *flags = BOOK.get(decision, ("…",))
+    return commit_command(tag, decided, project_dir, run_id, *flags)
 
 
 def unbooked(events: list[dict[str, Any]]) -> dict[str, str]:
