@@ -184,3 +184,51 @@ def test_a_registration_retried_after_a_race_still_holds_to_the_bytes_checked(
     with pytest.raises(CandidateError, match="no longer holds the bytes checked"):
         RunDir(tmp_path / "run").snapshots.register_candidate("cand", source, expected=checked)
     assert raced
+
+
+SHARED_MEMORY = Path("/dev/shm")
+
+
+@pytest.mark.attack(
+    "kernel-boundary",
+    attack=(
+        "change the bytes a later rollout of its tag runs from without moving its snapshot's stamp (session "
+        "29: files stat'ed by name, a folder listed again only when its times moved): `chmod u+w` a snapshot "
+        "file and append to it, rename a file within the snapshot and back, link or symlink a file into it, "
+        "add a `__pycache__`, plant a `.pth` in site-packages; or, where the snapshot can be opened for "
+        "writing, keep a shared mapping of one of its files (dirtied once before its first check) and write "
+        "other bytes through it: on ext4 and tmpfs no time moves until writeback, so the stamp sees nothing; "
+        "or write other bytes for one rollout and the registered ones back before it ends"
+    ),
+    note="unconfined: the mapping's write, unseen by the stamp; bytes written back, a touch",
+)
+@pytest.mark.skipif(not os.path.ismount(SHARED_MEMORY), reason="no tmpfs at /dev/shm")
+def test_bytes_written_through_a_shared_mapping_move_no_stamp(tmp_path: Path) -> None:
+    """What the unconfined side of the row says, kept true: a snapshot written through a shared mapping
+    after its first moves none of the times the stamp reads. On tmpfs (no writeback, so a dirtied page is
+    never made read-only again to note the next write) this holds at every moment. Nor is a file written
+    and written back within a rollout told from a touch. A confined child can open no snapshot file for
+    writing, so it can do neither (``tests/e2e/test_attacks_stamp.py``)."""
+    import mmap
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir=SHARED_MEMORY) as shared:
+        _source, snapshot, digest = _registered(Path(shared))
+        prompt = snapshot / "prompt.md"
+        prompt.chmod(0o644)  # the owner's right, unconfined
+        with prompt.open("r+b") as handle, mmap.mmap(handle.fileno(), 0) as mapped:
+            mapped[:1] = mapped[:1]  # dirtied once: the one write that moves the file's times
+            prompt.chmod(0o444)  # read-only again, before the first check: the mapping stays writable
+            checker = CandidateBytes(on_copy=False)
+            _folder, stamp = checker.folder("cand", snapshot, Path(shared) / "cand", digest)
+            mapped[:5] = b"RULE:"  # other bytes, of the same length
+            assert content_hash(snapshot) != digest
+            assert checker.changed_during("cand", snapshot, stamp) is None  # booked as the registered bytes
+            mapped[:5] = b"Be ca"
+        # other bytes for one rollout, the registered ones written back before it ended: its times moved,
+        # and the bytes hashed after it are the registered ones, so it is a touch and the rollout is kept
+        _folder, stamp = checker.folder("cand", snapshot, Path(shared) / "cand", digest)
+        prompt.chmod(0o644)
+        prompt.write_text("RULE:cite-policy\n")
+        prompt.write_text("Be careful.\n")
+        assert checker.changed_during("cand", snapshot, stamp) is None
