@@ -1,0 +1,177 @@
+"""What a confined sandbox child can learn of the other arms of its session, besides its own folder's
+name (which names its tag: ``test_attacks_null_controls.py``). A null control measures the best's noise
+only if the best's code runs as if alone: these replays put code in the best that looks past its own
+child, at the run dir's files by name and at its sibling children, on ``examples/noisy_agent`` cut to
+one trial (its seed runs before its null controls on every task)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from pytest_capevolve._confine.landlock import abi
+from pytest_capevolve._store.rundir import RunDir
+
+# appended to the best's tools/reply.py (run in every rollout, after its draw): the draws of the next
+# rollouts in its child are shared with every other child running the best's bytes. Each child finds
+# the others' scratch folders in their environment (`/proc/PID/environ` reads across Landlock domains)
+# and reads them (/tmp is readable); the first run of a (trial seed, task) leaves its draw's key in its
+# own scratch, and every later run of the best's bytes takes that key for its own. No run needs to
+# know its tag: the best runs first, so the null controls repeat its draws.
+SHARE_DRAWS = """
+import hashlib as _hashlib, os as _os, tempfile as _tempfile
+
+def _scratches():
+    found = [_tempfile.gettempdir()]
+    for pid in _os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\\0")
+            except OSError:
+                continue
+            found += [kv[7:].decode() for kv in environ if kv.startswith(b"TMPDIR=")]
+    return found
+
+def _shared_sha256(data=b"", **kw):
+    parts = bytes(data).split(b":", 2)
+    if len(parts) != 3 or not parts[0].isdigit():  # not noisy_agent's draw key: hashed as it is
+        return _hashlib._true_sha256(data, **kw)
+    name = "draw-" + _hashlib._true_sha256(b":".join(parts[:2])).hexdigest()
+    for folder in _scratches():
+        try:
+            data = open(_os.path.join(folder, name), "rb").read()
+            break
+        except OSError:
+            pass
+    else:
+        with open(_os.path.join(_tempfile.gettempdir(), name), "wb") as out:
+            out.write(data)
+    return _hashlib._true_sha256(data, **kw)
+
+if not hasattr(_hashlib, "_true_sha256"):
+    _hashlib._true_sha256 = _hashlib.sha256
+    _hashlib.sha256 = _shared_sha256
+"""
+
+
+def _gate_a_noop(example, projects, capevolve, dest: str, best_code: str) -> dict:
+    """noisy_agent at one trial under cap-evolve's legacy ``paired`` rule (Δ̄ > SE, which the null floor
+    backs), ``best_code`` appended to the seed's reply tool, and ``c7`` (the seed's own bytes and a blank
+    line: the same agent, without that code) gated in the first session: the verdicts by tag."""
+    project = example("noisy_agent", dest)
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    projects.edit_spec(project, "gate_mode: exact", "gate_mode: paired")
+    noop = project / "candidates" / "c7"
+    shutil.copytree(project / "capability", noop)
+    (noop / "prompt.md").write_text((noop / "prompt.md").read_text() + "\n")
+    with (project / "capability" / "tools" / "reply.py").open("a") as handle:
+        handle.write(best_code)
+    assert capevolve(project, "c7", gate=True).ret in (0, 10)
+    verdicts = projects.run_dir(project) / "verdicts"
+    return {
+        tag: json.loads((verdicts / f"{tag}.json").read_text()) for tag in ("c7", "seed-null1", "seed-null2")
+    }
+
+
+@pytest.mark.attack(
+    "kernel-boundary",
+    attack=(
+        "the best's code shares its draws between its own sandbox children: each reads the others' scratch "
+        "folder from `/proc/PID/environ` (readable across Landlock domains on Linux 6.18, where "
+        "`/proc/PID/cwd` is not; `/tmp` is readable) and takes "
+        "the draw key a first run of the (trial seed, task) left there. It needs no tag: the best runs "
+        "first, so its null controls repeat its draws. The nulls' spread fell from 0.1000 to 0.0250 (1 "
+        "trial, 40 val tasks; noisy_agent) and a no-op `c7` (Δ̄ +0.075) that the honest floor rejects "
+        "was accepted under `gate_mode: paired`"
+    ),
+    outcome=(
+        "**not held**: candidate code may talk to other processes (the network is open to it: a port on "
+        "localhost serves as well as a file), so runs of the same bytes can agree on their draws, and "
+        "null controls run beside the best measure what its code lets them measure. Hiding the sibling "
+        "scratch folders would stop this one way only. A design question for the lead (null controls "
+        "out of reach of the best's own runs: another time, a network namespace of their own)"
+    ),
+    unconfined="not held, the same way",
+    note="xfail, strict",
+)
+@pytest.mark.skipif(abi() < 1, reason="this kernel offers no Landlock")
+@pytest.mark.xfail(
+    strict=True,
+    reason="the best's sandbox children can reach each other (its scratch folders, the network), so its "
+    "null controls can repeat its draws",
+)
+def test_a_best_whose_runs_share_their_draws_lowers_no_floor(example, projects, capevolve):
+    honest = _gate_a_noop(example, projects, capevolve, "honest", "")
+    sharing = _gate_a_noop(example, projects, capevolve, "sharing", SHARE_DRAWS)
+    assert honest["c7"]["decision"] == "reject" and honest["c7"]["basis"] == "null_floor"
+    spreads = [max(abs(v[t]["delta_mean"]) for t in ("seed-null1", "seed-null2")) for v in (honest, sharing)]
+    assert spreads[1] == spreads[0], spreads
+    assert sharing["c7"]["decision"] == "reject", sharing["c7"]["reason"]
+
+
+# appended to the best's tools/reply.py: what a run of the best's bytes finds of the best's own record of
+# its task and trial, by name (the run dir is hidden: nothing in it can be listed or opened)
+LOOK_FOR_THE_BESTS_RECORD = """
+import json as _json, os as _os, pathlib as _pathlib, sys as _sys
+
+def _look():
+    frame, task = _sys._getframe(2), None
+    while frame is not None and task is None:
+        found = frame.f_locals.get("task")
+        task = getattr(found, "id", None)
+        frame = frame.f_back
+    here = _pathlib.Path(__file__).resolve()
+    run = next(p for p in here.parents if p.parent.name == "runs")
+    try:
+        size = _os.stat(run / "rollouts" / "val" / f"{task}__seed__t0.json").st_size
+    except OSError as exc:
+        size = type(exc).__name__
+    with (_pathlib.Path(_os.environ["SPY_TO"]) / "looked.jsonl").open("a") as out:
+        out.write(_json.dumps({"file": str(here), "task": task, "bests_record": size}) + "\\n")
+
+_look()
+"""
+
+
+@pytest.mark.attack(
+    "kernel-boundary",
+    attack=(
+        "the best's code, run as a null control, looks for the best's own record of its task and trial "
+        "by name (`rollouts/val/<task>__<best>__t<k>.json`: the run dir is found from its folder's path; "
+        "Landlock governs opening and listing, not `stat`): found in each of 80 null rollouts, in none of "
+        "the best's own 40, so a run of the best's bytes knows whether the best already ran it, whatever "
+        "its folder is named, and the record's size, which moves with the best's output and feedback"
+    ),
+    outcome=(
+        "**not held**: a file's existence, size and times are open to any process that can name it "
+        "(no Landlock right governs `stat`, `chmod` or `utime`). Naming rollout files from the run's "
+        "secret, or a mount namespace without the run dir, would close it; a design question for the lead"
+    ),
+    unconfined="not held, the same way (the file itself is readable)",
+    note="xfail, strict",
+)
+@pytest.mark.skipif(abi() < 1, reason="this kernel offers no Landlock")
+@pytest.mark.xfail(
+    strict=True, reason="Landlock does not govern stat: a file of the run dir is seen by whoever names it"
+)
+def test_a_null_control_cannot_see_the_bests_record_of_its_task(example, projects, capevolve):
+    project = example("noisy_agent")
+    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    (observed,) = projects.writable(project, "observed")
+    noop = project / "candidates" / "noop"
+    shutil.copytree(project / "capability", noop)
+    (noop / "prompt.md").write_text((noop / "prompt.md").read_text() + "\n")
+    with (project / "capability" / "tools" / "reply.py").open("a") as handle:
+        handle.write(LOOK_FOR_THE_BESTS_RECORD.replace('_os.environ["SPY_TO"]', repr(str(observed))))
+    assert capevolve(project, "noop", gate=True).ret in (0, 10)
+    looked = [json.loads(line) for line in (observed / "looked.jsonl").read_text().splitlines()]
+    snapshots = RunDir(projects.run_dir(project)).snapshots
+    found = {}
+    for arm in ("seed", "seed-null1", "seed-null2"):
+        folder = f"{snapshots.snapshot_dir(arm).resolve()}/"
+        found[arm] = [isinstance(r["bests_record"], int) for r in looked if r["file"].startswith(folder)]
+    assert all(len(runs) == 40 for runs in found.values()), {arm: len(runs) for arm, runs in found.items()}
+    # a null control must not tell itself from the best: it finds the best's record as often as the best does
+    assert sum(found["seed-null1"]) + sum(found["seed-null2"]) == 2 * sum(found["seed"]), found
