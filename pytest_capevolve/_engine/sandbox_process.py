@@ -1,13 +1,11 @@
 """One sandbox child (:class:`Sandbox`): starting it inside its boundary with a scratch folder
-of its own, sending it requests, reading its answers (inline, on a reader thread, or sent ahead;
-each checked field by field, :func:`decode_answer`), and ending it. A rollout the child never
-answered is lost (no child could start: missing data) or caused (a death, a kill, a timeout,
-garbage: the candidate's failure, :func:`.runner.charge`). :mod:`.sandbox` keeps one per folder."""
+of its own, sending it requests (one at a time, or several sent ahead, run in turn), reading its
+answers (inline, or on a reader thread; :mod:`.answers`), and ending it. :mod:`.sandbox` keeps
+one per folder."""
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import shutil
 import signal
@@ -18,14 +16,25 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future, InvalidStateError
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._confine.landlock import Confinement
 from .._project import startup_hooks
-from .._project.adapter import Rollout
-from .runner import Scored, timeout_message
+from .answers import (
+    GRACE_S,
+    MISANSWERED,
+    NEVER_RAN,
+    Answer,
+    caused_answer,
+    decode_answer,
+    died,
+    exit_text,
+    garbled,
+    killed_late,
+    lost_answer,
+)
 from .wire import SAME_TASK, FrameReader, ValueLoader, WireError, dumps, frame, write_all, write_frames
 
 if TYPE_CHECKING:
@@ -33,7 +42,6 @@ if TYPE_CHECKING:
 
 READY_S = 120.0  # how long a new child may take to import the adapter
 POLL_S = 1.0  # how often a reader thread with nothing pending looks at deadlines again
-GRACE_S = 2.0  # past its deadline, how long a child may take to answer before it is killed
 CHILD = "from pytest_capevolve._engine.sandbox_child import main; main()"
 # requests sent ahead to one child: at most MAX_AHEAD, as many as the last rollout's pace fits in
 # AHEAD_S (:func:`ahead_depth`: a rollout of an LLM's seconds gets one, a no-op one several), and
@@ -45,108 +53,9 @@ class SandboxError(Exception):
     """A sandbox child could not be started: every rollout asked of it is an infra error."""
 
 
-@dataclass
-class Answer:
-    """One child's answer to one request, as values."""
-
-    scored: Scored
-    stdout: str = ""
-    stderr: str = ""
-    records: list[dict[str, Any]] = field(default_factory=list)
-
-    def replay(self) -> Scored:
-        """Write and log here what the rollout wrote and logged in the child; its scored rollout,
-        the candidate's failure when what it sent cannot be replayed (a record whose name or line
-        is no text or number raised here, and the item left no record: a failing draw unrecorded
-        is paid again, a re-roll the candidate chose)."""
-        try:
-            if self.stdout:
-                sys.stdout.write(self.stdout)
-            if self.stderr:
-                sys.stderr.write(self.stderr)
-            for fields in self.records:
-                record = logging.makeLogRecord(fields)
-                logging.getLogger(record.name).handle(record)
-        except Exception as exc:
-            said = f"the sandbox process sent output or a log record this process cannot replay ({exc!r})"
-            self.scored = replace(self.scored, rollout=None, reward=None, infra_error=None, caused=said)
-        return self.scored
-
-
-# what a request queued behind a rollout whose child died is settled with: it never ran
-NEVER_RAN = Answer(Scored(rollout=None))
-
-
-def lost_answer(message: str, seconds: float = 0.0) -> Answer:
-    """A rollout the harness failed to run (no child could start): missing data."""
-    return Answer(Scored(rollout=None, infra_error=message, seconds=round(seconds, 6)))
-
-
-def caused_answer(message: str, seconds: float = 0.0) -> Answer:
-    """A rollout its child ended, as this side saw it (a death, a kill, a timeout, garbage on
-    the pipe): the candidate's failure (:func:`.runner.charge`)."""
-    return Answer(Scored(rollout=None, caused=message, seconds=round(seconds, 6)))
-
-
-def exit_text(code: int | None) -> str:
-    if code is None:
-        return "exit status unknown"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
-
-
-def died(code: int | None) -> str:
-    return (
-        f"the sandbox process running the candidate's code ended during the rollout "
-        f"({exit_text(code)}); a new one runs the next rollout"
-    )
-
-
-def killed_late(timeout_s: float | None) -> str:
-    late = f"and its sandbox process did not answer {GRACE_S:g}s later: it was killed"
-    return f"{timeout_message(timeout_s)} {late}"
-
-
-def garbled(exc: Exception) -> str:
-    return f"the sandbox process sent a malformed answer ({exc}): it was killed"
-
-
-MISANSWERED = "the sandbox process answered another request than the one asked: it was killed"
-
-
 def ahead_depth(pace: float) -> int:
     """How many requests one child may hold ahead when its last rollout took ``pace`` seconds."""
     return max(1, min(MAX_AHEAD, int(AHEAD_S / pace) if pace > 0 else MAX_AHEAD))
-
-
-def decode_answer(payload: bytes, values: ValueLoader, seconds: float) -> tuple[int, Answer]:
-    """An answer frame (:data:`.wire.ANSWER_FIELDS`, then the rollout's pickle if announced) as
-    values, checked field by field; WireError for anything else. ``seconds``: how long this
-    side waited for it — the rollout's time, as this side saw it."""
-    loaded = values.load_all(payload, 2)
-    head = loaded[0]
-    if not (type(head) is tuple and len(head) == 6 and type(head[0]) is int):
-        raise WireError("an answer without a request id")
-    request_id, infra_error, stdout, stderr, records, has_rollout = head
-    if not (infra_error is None or isinstance(infra_error, str)):
-        raise WireError("infra_error is not text")
-    if not (isinstance(stdout, str) and isinstance(stderr, str)):
-        raise WireError("captured output is not text")
-    if not (isinstance(records, list) and all(isinstance(r, dict) for r in records)):
-        raise WireError("log records are not fields")
-    if len(loaded) != (2 if has_rollout is True else 1):
-        raise WireError("the answer's rollout is not the one it announced")
-    rollout = loaded[1] if has_rollout is True else None
-    if rollout is not None and not isinstance(rollout, Rollout):
-        raise WireError(f"the rollout is a {type(rollout).__name__}, not a Rollout")
-    if rollout is None and infra_error is None:
-        infra_error = "the sandbox process answered with neither a rollout nor an error"
-    scored = Scored(rollout=rollout, infra_error=infra_error, seconds=round(seconds, 6))
-    return request_id, Answer(scored, stdout, stderr, records)
 
 
 # a rollout asked for, before it is a request to one child: (task id, the task's pickle or None,

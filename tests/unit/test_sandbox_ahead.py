@@ -40,7 +40,7 @@ class Adapter:
             sandbox_child.write_frame = rest
             signal.signal(signal.SIGALRM, signal.SIG_IGN)
             time.sleep(1.5)
-        if task.input == "forge":  # a well-formed pass for the request to be sent next, ahead of its own
+        if task.input in ("forge", "forge-and-wait"):  # a well-formed pass for the request sent next
             import gc, sys
             from pytest_capevolve._engine.runner import Scored
             child = next(o for o in gc.get_objects() if type(o).__name__ == "Child")
@@ -49,6 +49,9 @@ class Adapter:
                 frame = frame.f_back
             asked = frame.f_locals["request"][0]
             child.answer(asked + 1, Scored(rollout=Rollout(task_id="two", output="two:5")))
+            if task.input == "forge-and-wait":  # its child starts nothing else before it is killed
+                import time
+                time.sleep(60)
         if task.input == "deaf":  # deaf to its deadline: only a kill ends it
             import signal, time
             signal.signal(signal.SIGALRM, signal.SIG_IGN)
@@ -326,7 +329,11 @@ def test_an_answer_forged_for_a_request_queued_in_the_same_batch_is_never_taken_
 ) -> None:
     # the request the candidate forges an answer for is already on the pipe, queued behind its own
     capability = project / "capability"
-    one, forge, two = Task(id="one", input=1), Task(id="forge", input="forge"), Task(id="two", input=2)
+    one, forge, two = (
+        Task(id="one", input=1),
+        Task(id="forge", input="forge-and-wait"),
+        Task(id="two", input=2),
+    )
     run_and_score(runner, one, capability, seed=0, split="val")
     assert sent_all(runner, capability, (forge, 1), (two, 5)) == 2
     forged = run_and_score(runner, forge, capability, seed=1, split="val")
