@@ -229,9 +229,9 @@ class Sandbox:
 
     def room(self) -> tuple[int, int]:
         """How many requests sent ahead this child holds (the next rollouts', in order), and how many
-        more :meth:`send_ahead` may send now: up to :func:`ahead_depth` held, topped up once half of
-        them are collected (so each write carries several); one at a time, and only when nothing is
-        outstanding, once a reader thread owns the pipe."""
+        more :meth:`send_ahead` may send now: up to :func:`ahead_depth` held, topped up once all but
+        one are collected (so each write carries several, and the child is not left idle); one at
+        a time, and only when nothing is outstanding, once a reader thread owns the pipe."""
         with self._lock:
             held = len(self.ahead)
             if self.proc is None or self.pending:
@@ -239,7 +239,7 @@ class Sandbox:
             if self.reading:
                 return held, 0 if held else 1
             depth = ahead_depth(self.pace)
-            return held, depth - held if held <= depth // 2 else 0
+            return held, depth - held if held <= 1 else 0
 
     def send_ahead(self, *asks: Ask) -> int:
         """Send ``asks`` now, in one write, for the :meth:`exchange` asking for each to collect (how
