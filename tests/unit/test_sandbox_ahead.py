@@ -324,6 +324,15 @@ def test_a_rollout_deaf_to_its_deadline_mid_batch_is_killed_and_the_one_behind_i
     assert calls(project) == [["one", 0], ["deaf", 1], ["two", 2]]
 
 
+@pytest.mark.attack(
+    "candidate-code",
+    attack="candidate code that writes, on its child's pipe and ahead of its own answer, a well-formed "
+    "answer (a pass) for a request already sent ahead and queued behind its own (several requests go "
+    "to a child at once while rollouts are quick)",
+    outcome="prevented: an answer to another request than the one running is refused, read inline or "
+    "by a reader thread: the child is killed, the rollout it ran is the candidate's failure (a 0), and "
+    "the requests queued behind it are run afresh by a new child, each booked once",
+)
 def test_an_answer_forged_for_a_request_queued_in_the_same_batch_is_never_taken_for_it(
     runner: AdapterRunner, project: Path
 ) -> None:
@@ -359,3 +368,30 @@ def test_a_batch_sent_ahead_keeps_within_a_page_of_the_pipe(runner: AdapterRunne
             == f"{task.id}:{seed}"
         )
     assert calls(project) == [["one", 0], *([t.id, k] for t, k in big)]
+
+
+@pytest.mark.attack(
+    "candidate-code",
+    attack="candidate code that writes, on its child's pipe and ahead of its own answer, a well-formed "
+    "answer (a pass) for a request already sent ahead and queued behind its own (several requests go "
+    "to a child at once while rollouts are quick)",
+    note="read by a reader thread: nobody collected for longer than the watch period",
+)
+def test_an_answer_a_reader_thread_reads_for_a_queued_request_is_never_taken_for_it(
+    runner: AdapterRunner, project: Path
+) -> None:
+    capability = project / "capability"
+    one, forge, two = (
+        Task(id="one", input=1),
+        Task(id="forge", input="forge-and-wait"),
+        Task(id="two", input=2),
+    )
+    run_and_score(runner, one, capability, seed=0, split="val")
+    assert sent_all(runner, capability, (forge, 1), (two, 5)) == 2
+    sandbox = runner.targets._children[str(capability)]
+    wait_for(lambda: sandbox.proc is None, "the reader thread refuses the forged answer")
+    forged = run_and_score(runner, forge, capability, seed=1, split="val")
+    assert "answered another request" in (forged.caused or ""), forged
+    scored = run_and_score(runner, two, capability, seed=5, split="val")
+    assert scored.rollout.output == "two:5" and scored.caused is None and scored.infra_error is None
+    assert calls(project) == [["one", 0], ["forge", 1], ["two", 5]]
