@@ -162,8 +162,10 @@ class Sandboxes:
         many were sent (the first ones: :meth:`.sandbox_process.Sandbox.send_ahead`)."""
         if threading.current_thread() is not threading.main_thread():
             return 0
-        asking = {"split": split, "timeout_s": timeout_s, "inline": True}
-        asks = [self._ask(task, folder, seed=seed, **asking) for task, seed in rollouts]  # type: ignore[arg-type]
+        asks = [
+            self._ask(task, folder, seed=seed, split=split, timeout_s=timeout_s, inline=True)
+            for task, seed in rollouts
+        ]
         with self._lock:
             sandbox = self._children.get(str(folder))
         return 0 if sandbox is None else sandbox.send_ahead(*asks)

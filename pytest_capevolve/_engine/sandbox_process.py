@@ -243,7 +243,7 @@ class Sandbox:
 
     def send_ahead(self, *asks: Ask) -> int:
         """Send ``asks`` now, in one write, for the :meth:`exchange` asking for each to collect (how
-        many were sent): only to a running child, within :attr:`room`'s bytes. A request with
+        many were sent): only to a running child, the first ones within :data:`AHEAD_BYTES`. A request with
         nothing before it starts now, as an exchange's would; one queued behind another starts
         (its deadline and seconds from then) when the answer before it is read. Its exchange reads
         its answer (no thread woken per rollout) unless :meth:`_watch` handed it to a reader
