@@ -16,7 +16,7 @@ same run, because these machines are shared and noisy)
    included with its start-up, from ``getrusage`` — less a collect-only session's. Then
    ``run_and_score`` alone, through the sandbox and in-process, with the child's CPU read from
    /proc: what one round trip costs each side; and the round trip alone with K requests written
-   at once (K = 1 and 8), a probe of batching that sessions do not do.
+   at once (K = 1 and 8): the round trip alone, as sessions batch the requests they send ahead.
 
    python benchmarks/overhead.py --isolation [--repeats 7]   runs only this part
 4. What the kernel boundary (issue 37: each sandbox child confined by Landlock before it loads the
@@ -286,8 +286,8 @@ def isolation_round_trip(project: Path, rollouts: int, repeats: int) -> None:
 
 
 def batched_round_trip(project: Path, rollouts: int, repeats: int, widths: tuple[int, ...] = (1, 8)) -> None:
-    """What a batch of K requests per write to one sandbox child would save: a probe of a design
-    the session does not use (it sends one request ahead). The requests go out in one write, their
+    """What a batch of K requests per write to one sandbox child saves: the round trip alone (a
+    session sends up to 8 ahead while rollouts are quick, session 30). The requests go out in one write, their
     answers are read in order; CPU per rollout on each side, the widths in turns, best of
     ``repeats``. No scoring: the round trip alone."""
     from pytest_capevolve._engine.runner import run_and_score
@@ -334,7 +334,7 @@ def batched_round_trip(project: Path, rollouts: int, repeats: int, widths: tuple
             old = best.get(width, (here, there))
             best[width] = (min(old[0], here), min(old[1], there))
     runner.close()
-    print(f"  round trip alone, {rollouts} rollouts, K requests per write (a probe: sessions send 1 ahead):")
+    print(f"  round trip alone, {rollouts} rollouts, K requests per write (sessions send up to 8 ahead):")
     for width, (here, there) in best.items():
         print(f"    K={width}: {here * 1e6:.1f} µs CPU here + {there * 1e6:.1f} µs in the child per rollout")
 

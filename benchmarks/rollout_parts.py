@@ -29,7 +29,9 @@ OUT_ENV = "CAPEVOLVE_BENCH_PARTS"
 
 
 def _wrap(owner: Any, name: str, label: str) -> None:
-    method = getattr(owner, name)
+    method = getattr(owner, name, None)
+    if method is None:  # a step the package measured (--old) does not have: its row says "—"
+        return
 
     @functools.wraps(method)
     def timed(*args: Any, **kwargs: Any) -> Any:
@@ -66,7 +68,8 @@ STEPS = (
         "changed_during",
         "    changed_during (stamp)",
     ),
-    ("pytest_capevolve._engine.sandbox", "Sandboxes", "send_ahead", "    Sandboxes.send_ahead"),
+    ("pytest_capevolve._engine.sandbox", "Sandboxes", "send_all_ahead", "    Sandboxes.send_all_ahead"),
+    ("pytest_capevolve._engine.sandbox", "Sandboxes", "send_ahead", "    Sandboxes.send_ahead (one)"),
     ("pytest_capevolve._items.nodes", "RolloutItem", "_record", "  RolloutItem._record"),
     (
         "pytest_capevolve._store.rollouts.rollout_files",
@@ -159,8 +162,8 @@ def main() -> None:
     labels = [LOOP, *(step[3] for step in STEPS)]
     print(f"  {'':58s}" + "".join(f"{side:>9s}" for side in sides))
     for label in labels:
-        row = [min(run[label][0] for run in found[side] if label in run) / n * 1e6 for side in sides]
-        print(f"  {label:58s}" + "".join(f"{value:9.1f}" for value in row))
+        row = [min((run[label][0] for run in found[side] if label in run), default=None) for side in sides]
+        print(f"  {label:58s}" + "".join("        —" if v is None else f"{v / n * 1e6:9.1f}" for v in row))
 
 
 def syscalls(tmp: Any, sides: dict[str, str | None], tasks: int, trials: int) -> None:

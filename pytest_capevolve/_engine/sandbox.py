@@ -7,8 +7,8 @@ scorer nor another candidate's rollouts. The rollout comes back as data (:mod:`.
 scored here; what it printed and logged is replayed here, so reports keep their sections. A
 child that dies, hangs past its deadline or answers garbage ends its rollouts as the
 candidate's failures (:mod:`.sandbox_process`): a death it chose is never missing data a later
-session pays again. At concurrency 1 the next item's request may be sent ahead
-(:meth:`Sandboxes.send_ahead`), so the child runs it while this process scores the current one.
+session pays again. At concurrency 1 the next items' requests may be sent ahead
+(:meth:`Sandboxes.send_all_ahead`), so the child runs them while this process scores the current one.
 
 What a child may reach (:class:`Fence`, a :class:`.._confine.landlock.Boundary` computed here from
 the spec, applied by each child to itself before it loads the adapter): **write** its scratch
@@ -143,15 +143,32 @@ class Sandboxes:
                 then()
         return answer.replay()
 
-    def send_ahead(self, task: Task, folder: Path, *, seed: int, split: str, timeout_s: float | None) -> bool:
-        """On the main thread: send the rollout :meth:`run` will be asked for next to its running,
-        idle child now, for that :meth:`run` to collect; False when nothing was sent."""
-        if threading.current_thread() is not threading.main_thread():
-            return False
-        ask = self._ask(task, folder, seed=seed, split=split, timeout_s=timeout_s, inline=True)
+    def room(self, folder: Path) -> tuple[int, int]:
+        """How many rollouts sent ahead ``folder``'s child holds (the next ones, in order), and how
+        many more :meth:`send_all_ahead` may send it now."""
         with self._lock:
             sandbox = self._children.get(str(folder))
-        return sandbox is not None and sandbox.send_ahead(ask)
+        return (0, 0) if sandbox is None else sandbox.room()
+
+    def send_ahead(self, task: Task, folder: Path, *, seed: int, split: str, timeout_s: float | None) -> bool:
+        """:meth:`send_all_ahead` for one rollout: False when it was not sent."""
+        return self.send_all_ahead(folder, [(task, seed)], split=split, timeout_s=timeout_s) == 1
+
+    def send_all_ahead(
+        self, folder: Path, rollouts: list[tuple[Task, int]], *, split: str, timeout_s: float | None
+    ) -> int:
+        """On the main thread: send the rollouts (task, seed) :meth:`run` will be asked for next, in
+        order, to ``folder``'s running child now, in one write, for each :meth:`run` to collect; how
+        many were sent (the first ones: :meth:`.sandbox_process.Sandbox.send_ahead`)."""
+        if threading.current_thread() is not threading.main_thread():
+            return 0
+        asks = [
+            self._ask(task, folder, seed=seed, split=split, timeout_s=timeout_s, inline=True)
+            for task, seed in rollouts
+        ]
+        with self._lock:
+            sandbox = self._children.get(str(folder))
+        return 0 if sandbox is None else sandbox.send_ahead(*asks)
 
     async def run_async(
         self, task: Task, folder: Path, *, seed: int, split: str, timeout_s: float | None

@@ -1,13 +1,11 @@
 """One sandbox child (:class:`Sandbox`): starting it inside its boundary with a scratch folder
-of its own, sending it requests, reading its answers (inline, on a reader thread, or sent ahead;
-each checked field by field, :func:`decode_answer`), and ending it. A rollout the child never
-answered is lost (no child could start: missing data) or caused (a death, a kill, a timeout,
-garbage: the candidate's failure, :func:`.runner.charge`). :mod:`.sandbox` keeps one per folder."""
+of its own, sending it requests (one at a time, or several sent ahead, run in turn), reading its
+answers (inline, or on a reader thread; :mod:`.answers`), and ending it. :mod:`.sandbox` keeps
+one per folder."""
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import shutil
 import signal
@@ -16,120 +14,48 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from concurrent.futures import Future, InvalidStateError
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._confine.landlock import Confinement
 from .._project import startup_hooks
-from .._project.adapter import Rollout
-from .runner import Scored, timeout_message
-from .wire import SAME_TASK, FrameReader, ValueLoader, WireError, dumps, frame, write_all, write_frame
+from .answers import (
+    GRACE_S,
+    MISANSWERED,
+    NEVER_RAN,
+    Answer,
+    caused_answer,
+    decode_answer,
+    died,
+    exit_text,
+    garbled,
+    killed_late,
+    lost_answer,
+)
+from .wire import SAME_TASK, FrameReader, ValueLoader, WireError, dumps, frame, write_all, write_frames
 
 if TYPE_CHECKING:
     from .sandbox import Sandboxes
 
 READY_S = 120.0  # how long a new child may take to import the adapter
 POLL_S = 1.0  # how often a reader thread with nothing pending looks at deadlines again
-GRACE_S = 2.0  # past its deadline, how long a child may take to answer before it is killed
 CHILD = "from pytest_capevolve._engine.sandbox_child import main; main()"
+# requests sent ahead to one child: at most MAX_AHEAD, as many as the last rollout's pace fits in
+# AHEAD_S (:func:`ahead_depth`: a rollout of an LLM's seconds gets one, a no-op one several), and
+# their bytes within one page, which a pipe always holds: a write ahead never waits on a busy child
+MAX_AHEAD, AHEAD_S, AHEAD_BYTES = 8, 0.01, 4096
 
 
 class SandboxError(Exception):
     """A sandbox child could not be started: every rollout asked of it is an infra error."""
 
 
-@dataclass
-class Answer:
-    """One child's answer to one request, as values."""
-
-    scored: Scored
-    stdout: str = ""
-    stderr: str = ""
-    records: list[dict[str, Any]] = field(default_factory=list)
-
-    def replay(self) -> Scored:
-        """Write and log here what the rollout wrote and logged in the child; its scored rollout,
-        the candidate's failure when what it sent cannot be replayed (a record whose name or line
-        is no text or number raised here, and the item left no record: a failing draw unrecorded
-        is paid again, a re-roll the candidate chose)."""
-        try:
-            if self.stdout:
-                sys.stdout.write(self.stdout)
-            if self.stderr:
-                sys.stderr.write(self.stderr)
-            for fields in self.records:
-                record = logging.makeLogRecord(fields)
-                logging.getLogger(record.name).handle(record)
-        except Exception as exc:
-            said = f"the sandbox process sent output or a log record this process cannot replay ({exc!r})"
-            self.scored = replace(self.scored, rollout=None, reward=None, infra_error=None, caused=said)
-        return self.scored
-
-
-def lost_answer(message: str, seconds: float = 0.0) -> Answer:
-    """A rollout the harness failed to run (no child could start): missing data."""
-    return Answer(Scored(rollout=None, infra_error=message, seconds=round(seconds, 6)))
-
-
-def caused_answer(message: str, seconds: float = 0.0) -> Answer:
-    """A rollout its child ended, as this side saw it (a death, a kill, a timeout, garbage on
-    the pipe): the candidate's failure (:func:`.runner.charge`)."""
-    return Answer(Scored(rollout=None, caused=message, seconds=round(seconds, 6)))
-
-
-def exit_text(code: int | None) -> str:
-    if code is None:
-        return "exit status unknown"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
-
-
-def died(code: int | None) -> str:
-    return (
-        f"the sandbox process running the candidate's code ended during the rollout "
-        f"({exit_text(code)}); a new one runs the next rollout"
-    )
-
-
-def killed_late(timeout_s: float | None) -> str:
-    late = f"and its sandbox process did not answer {GRACE_S:g}s later: it was killed"
-    return f"{timeout_message(timeout_s)} {late}"
-
-
-def garbled(exc: Exception) -> str:
-    return f"the sandbox process sent a malformed answer ({exc}): it was killed"
-
-
-def decode_answer(payload: bytes, values: ValueLoader, seconds: float) -> tuple[int, Answer]:
-    """An answer frame (:data:`.wire.ANSWER_FIELDS`, then the rollout's pickle if announced) as
-    values, checked field by field; WireError for anything else. ``seconds``: how long this
-    side waited for it — the rollout's time, as this side saw it."""
-    loaded = values.load_all(payload, 2)
-    head = loaded[0]
-    if not (type(head) is tuple and len(head) == 6 and type(head[0]) is int):
-        raise WireError("an answer without a request id")
-    request_id, infra_error, stdout, stderr, records, has_rollout = head
-    if not (infra_error is None or isinstance(infra_error, str)):
-        raise WireError("infra_error is not text")
-    if not (isinstance(stdout, str) and isinstance(stderr, str)):
-        raise WireError("captured output is not text")
-    if not (isinstance(records, list) and all(isinstance(r, dict) for r in records)):
-        raise WireError("log records are not fields")
-    if len(loaded) != (2 if has_rollout is True else 1):
-        raise WireError("the answer's rollout is not the one it announced")
-    rollout = loaded[1] if has_rollout is True else None
-    if rollout is not None and not isinstance(rollout, Rollout):
-        raise WireError(f"the rollout is a {type(rollout).__name__}, not a Rollout")
-    if rollout is None and infra_error is None:
-        infra_error = "the sandbox process answered with neither a rollout nor an error"
-    scored = Scored(rollout=rollout, infra_error=infra_error, seconds=round(seconds, 6))
-    return request_id, Answer(scored, stdout, stderr, records)
+def ahead_depth(pace: float) -> int:
+    """How many requests one child may hold ahead when its last rollout took ``pace`` seconds."""
+    return max(1, min(MAX_AHEAD, int(AHEAD_S / pace) if pace > 0 else MAX_AHEAD))
 
 
 # a rollout asked for, before it is a request to one child: (task id, the task's pickle or None,
@@ -139,9 +65,11 @@ Ask = tuple[str, "bytes | None", str, int, str, "float | None", int, bool]
 
 @dataclass
 class _Pending:
-    sent: float
+    sent: float  # when it started: sent, or queued behind another until that one's answer was read
     deadline: float | None
     timeout_s: float | None
+    size: int = 0  # its frame's bytes
+    queued: bool = False  # sent ahead behind a request not yet answered: not started, no deadline yet
     handed: bool = False  # a request sent ahead whose answer a reader thread reads (:meth:`Sandbox._watch`)
     _future: Future[Answer] | None = None
 
@@ -151,6 +79,10 @@ class _Pending:
         if self._future is None:
             self._future = Future()
         return self._future
+
+    def start(self, now: float) -> None:
+        self.sent, self.queued = now, False
+        self.deadline = None if self.timeout_s is None else now + self.timeout_s + GRACE_S
 
 
 class Sandbox:
@@ -167,15 +99,17 @@ class Sandbox:
         self.pending: dict[int, _Pending] = {}
         self.reading = False  # a reader thread serves this child's answers
         self.sent: dict[str, bytes] = {}  # task id -> the pickle this child was sent for it
-        # a request sent ahead (:meth:`send_ahead`) that no exchange has collected yet (cleared
-        # whenever the child is); the child _watch looks at, and how often
-        self.ahead: tuple[Ask, int, _Pending] | None = None
+        # requests sent ahead (:meth:`send_ahead`), in order, that no exchange has collected yet
+        # (cleared whenever the child is); the child _watch looks at, and how often; the last
+        # rollout's seconds, read inline (:func:`ahead_depth`)
+        self.ahead: deque[tuple[Ask, int, _Pending]] = deque()
         self.watched: subprocess.Popen[bytes] | None = None
         self.period = POLL_S
+        self.pace = AHEAD_S
         self._lock = threading.RLock()
 
     def idle(self) -> bool:
-        return not self.pending and self.ahead is None
+        return not self.pending and not self.ahead
 
     @property
     def label(self) -> str | None:
@@ -234,7 +168,7 @@ class Sandbox:
             raise SandboxError(
                 str(why or f"the sandbox process exited before it was ready ({exit_text(code)})")
             )
-        self.proc, self.reader, self.sent, self.ahead = proc, reader, {}, None
+        self.proc, self.reader, self.sent, self.ahead = proc, reader, {}, deque()
         said = ready.get("confinement")
         if not (isinstance(said, dict) and "confined" in said):
             said = {"confined": False, "why": "the sandbox child did not say"}
@@ -246,7 +180,6 @@ class Sandbox:
         requests go out in the order :attr:`sent` assumes); a task's pickle goes to a child once."""
         timeout_s, sent = ask[5], time.monotonic()
         deadline = None if timeout_s is None else sent + timeout_s + GRACE_S
-        asked = _Pending(sent, deadline, timeout_s)
         request_id = next(self.owner._ids)
         task_id, blob = ask[0], ask[1]
         task: bytes | int | None = blob
@@ -255,12 +188,14 @@ class Sandbox:
                 task = SAME_TASK
             else:
                 self.sent[task_id] = blob
-        return request_id, dumps((request_id, task_id, task, *ask[2:])), asked
+        request = dumps((request_id, task_id, task, *ask[2:]))
+        return request_id, request, _Pending(sent, deadline, timeout_s, len(request))
 
-    def _send(self, proc: subprocess.Popen[bytes], request: bytes) -> bool:
+    def _send(self, proc: subprocess.Popen[bytes], *requests: bytes) -> bool:
+        """``requests`` in one write: the child reads them in one too, and runs them in turn."""
         assert proc.stdin is not None
         try:
-            write_frame(proc.stdin.fileno(), request)
+            write_frames(proc.stdin.fileno(), [(request,) for request in requests])
         except OSError:
             return False  # it is gone: its reader (or the exchange) says how
         return True
@@ -277,8 +212,8 @@ class Sandbox:
             pending, self.pending = self.pending, {}
         now = time.monotonic()
         ended = caused_answer if caused else lost_answer
-        for waiting in pending.values():
-            _settle(waiting.future, ended(message, now - waiting.sent))
+        for waiting in pending.values():  # one queued behind the rollout that ended never ran
+            _settle(waiting.future, NEVER_RAN if waiting.queued else ended(message, now - waiting.sent))
 
     # -- concurrency 1: one request, one answer, on the calling thread -------------------------
 
@@ -292,57 +227,102 @@ class Sandbox:
             future = self._submit_locked(ask)  # a reader thread owns the pipe: wait for its answer
         return future.result()
 
-    def send_ahead(self, ask: Ask) -> bool:
-        """Send ``ask`` now, for the next :meth:`exchange` asking for the same to collect: only to
-        a running child with nothing outstanding, so its deadline runs from now as an exchange's
-        would. That exchange reads its answer (no thread woken per rollout) unless :meth:`_watch`
-        handed it to a reader thread: a slow score of the rollout before is never its lateness."""
+    def room(self) -> tuple[int, int]:
+        """How many requests sent ahead this child holds (the next rollouts', in order), and how many
+        more :meth:`send_ahead` may send now: up to :func:`ahead_depth` held, topped up once all but
+        one are collected (so each write carries several, and the child is not left idle); one at
+        a time, and only when nothing is outstanding, once a reader thread owns the pipe."""
+        with self._lock:
+            held = len(self.ahead)
+            if self.proc is None or self.pending:
+                return held, 0
+            if self.reading:
+                return held, 0 if held else 1
+            depth = ahead_depth(self.pace)
+            return held, depth - held if held <= 1 else 0
+
+    def send_ahead(self, *asks: Ask) -> int:
+        """Send ``asks`` now, in one write, for the :meth:`exchange` asking for each to collect (how
+        many were sent): only to a running child, the first ones within :data:`AHEAD_BYTES`. A request with
+        nothing before it starts now, as an exchange's would; one queued behind another starts
+        (its deadline and seconds from then) when the answer before it is read. Its exchange reads
+        its answer (no thread woken per rollout) unless :meth:`_watch` handed it to a reader
+        thread: a slow score of the rollout before is never its lateness."""
         with self._lock:
             proc = self.proc
-            if proc is None or self.reader is None or self.pending or self.ahead is not None:
-                return False
-            request_id, request, asked = self._request(ask)
-            self.ahead, self.period = (ask, request_id, asked), min(POLL_S, (asked.timeout_s or POLL_S) / 4)
-            if self.reading:  # a reader thread owns the pipe: it reads this answer too
+            if proc is None or self.reader is None or self.pending or (self.reading and self.ahead):
+                return 0
+            held = sum(entry[2].size for entry in self.ahead)
+            requests = []
+            for ask in asks:
+                had = self.sent.get(ask[0])
+                request_id, request, asked = self._request(ask)
+                held += asked.size
+                if self.ahead and held > AHEAD_BYTES:  # not sent: nor is its task's pickle
+                    if had is None:
+                        self.sent.pop(ask[0], None)
+                    else:
+                        self.sent[ask[0]] = had
+                    break
+                if self.ahead:
+                    asked.queued, asked.deadline = True, None
+                self.ahead.append((ask, request_id, asked))
+                requests.append(request)
+            if not requests:
+                return 0
+            self.period = min(POLL_S, (self.ahead[-1][2].timeout_s or POLL_S) / 4)
+            if self.reading:  # a reader thread owns the pipe: it reads these answers too
                 self._hand_over(proc)
             elif self.watched is not proc:
                 self.watched = proc
                 threading.Thread(
                     target=self._watch, args=(proc,), name="capevolve-sandbox-watch", daemon=True
                 ).start()
-            self._send(proc, request)
-            return True
+            self._send(proc, *requests)
+            return len(requests)
 
     def _watch(self, proc: subprocess.Popen[bytes]) -> None:
-        """Hands a request sent ahead to ``proc`` and unread for :attr:`period` to a reader thread."""
+        """Hands requests sent ahead to ``proc`` and unread for :attr:`period` to a reader thread."""
         while True:
             with self._lock:
                 if self.proc is not proc or self.reading:
                     return
-                if self.ahead is not None and time.monotonic() - self.ahead[2].sent >= self.period:
+                if self.ahead and time.monotonic() - self.ahead[0][2].sent >= self.period:
                     self._hand_over(proc)
                 period = self.period
             time.sleep(period)
 
     def _hand_over(self, proc: subprocess.Popen[bytes]) -> None:
-        assert self.ahead is not None
-        _, request_id, asked = self.ahead
-        asked.future  # noqa: B018  (made here, under the lock, before a reader can settle it)
-        asked.handed, self.pending[request_id] = True, asked
+        for _, request_id, asked in self.ahead:
+            asked.future  # noqa: B018  (made here, under the lock, before a reader can settle it)
+            asked.handed, self.pending[request_id] = True, asked
         self._start_reading(proc)
 
+    def _start_next(self) -> None:
+        """The answer before it read: the first request queued ahead has started (under ``_lock``)."""
+        for _, _, asked in self.ahead:
+            if asked.queued:
+                asked.start(time.monotonic())
+                return
+
     def _collect_ahead(self, ask: Ask | None) -> Answer | None:
-        """The answer to the request sent ahead when it is ``ask``'s, else None; another's is read
-        and dropped, so a request is never queued behind a rollout."""
-        with self._lock:
-            ahead, self.ahead = self.ahead, None
-            if ahead is None or (not ahead[2].handed and self.proc is None):
-                return None
-            # nobody reads it but this exchange: read here, under its deadline (no future made)
-            read = None if ahead[2].handed else self._answer(ahead[1], ahead[2])
-        # else read (and its deadline kept) by the reader thread it was handed to
-        answer = ahead[2].future.result() if read is None else read
-        return answer if ahead[0] == ask else None
+        """The answer to ``ask``'s request sent ahead, None when there is none or it never ran (its
+        child died before it: run afresh); the answers to requests sent before it are read and
+        dropped, so a request is never queued behind a rollout nobody collects."""
+        while True:
+            with self._lock:
+                if not self.ahead:
+                    return None
+                asked_for, request_id, asked = self.ahead.popleft()
+                if not asked.handed and self.proc is None:
+                    self.ahead.clear()  # their child is gone: none of them ran
+                    return None
+                # nobody reads it but this exchange: read here, under its deadline (no future made)
+                read = None if asked.handed else self._answer(request_id, asked)
+            # else read (and its deadline kept) by the reader thread it was handed to
+            answer = asked.future.result() if read is None else read
+            if asked_for == ask:
+                return None if answer is NEVER_RAN else answer
 
     def _exchange_locked(self, ask: Ask) -> Answer:
         try:
@@ -361,10 +341,12 @@ class Sandbox:
             if payload is None:
                 message = died(end(proc))
             else:
-                answer = decode_answer(payload, self.owner.values, time.monotonic() - sent)
+                self.pace = time.monotonic() - sent
+                answer = decode_answer(payload, self.owner.values, self.pace)
                 if answer[0] == request_id:
+                    self._start_next()
                     return answer[1]
-                message = "the sandbox process answered another request than the one asked: it was killed"
+                message = MISANSWERED
                 end(proc)
         except TimeoutError:
             end(proc)
@@ -373,6 +355,7 @@ class Sandbox:
             end(proc)
             message = garbled(exc)
         self.proc, self.reader = None, None
+        self.ahead.clear()  # queued behind this rollout: they never ran
         return caused_answer(message, time.monotonic() - sent)
 
     # -- in flight: a reader thread hands answers to futures -----------------------------------
@@ -433,14 +416,22 @@ class Sandbox:
                 return
             request_id, answer = decoded
             with self._lock:
-                waiting = self.pending.pop(request_id, None)
+                waiting = self.pending.get(request_id)
+                early = waiting is not None and waiting.queued  # its answer before the one it waits on
+                if not early:
+                    self.pending.pop(request_id, None)
+                    self._start_next()
+            if early:
+                end(proc)
+                self._lose_child(proc, MISANSWERED)
+                return
             if waiting is not None:
                 answer.scored.seconds = round(time.monotonic() - waiting.sent, 6)
                 _settle(waiting.future, answer)
 
     def close(self) -> None:
         with self._lock:
-            proc, self.ahead = self.proc, None
+            proc, self.ahead = self.proc, deque()
         if proc is not None:
             self._lose_child(proc, "the sandbox was closed before the rollout ended", caused=False)
             end(proc, gently=True)

@@ -70,14 +70,21 @@ def write_all(fd: int, data: bytes) -> None:
 
 
 def write_frame(fd: int, *parts: bytes) -> None:
-    """One frame whose payload is ``parts`` joined, written without joining them: a header and
-    the parts in one ``writev``; only after a partial write (rare) is the rest joined and written."""
-    size = sum(map(len, parts))
-    if size > MAX_FRAME:
-        raise ValueError(f"a frame of {size} bytes is longer than any answer may be")
-    pieces = (HEADER.pack(size), *parts)
+    """One frame whose payload is ``parts`` joined (:func:`write_frames`)."""
+    write_frames(fd, [parts])
+
+
+def write_frames(fd: int, frames: Iterable[tuple[bytes, ...]]) -> None:
+    """Frames, each a payload of parts joined, written without joining them: a header and the
+    parts of each in one ``writev``; only after a partial write (rare) is the rest joined and written."""
+    pieces: list[bytes] = []
+    for parts in frames:
+        size = sum(map(len, parts))
+        if size > MAX_FRAME:
+            raise ValueError(f"a frame of {size} bytes is longer than any answer may be")
+        pieces += (HEADER.pack(size), *parts)
     written = os.writev(fd, pieces)
-    if written < HEADER.size + size:
+    if written < sum(map(len, pieces)):
         write_all(fd, b"".join(pieces)[written:])
 
 

@@ -8,7 +8,7 @@ only on the spec and the plan, so every worker collects the same items in the sa
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -147,9 +147,11 @@ class EvalContext:
     # this process's share of max_usd / max_metric_calls, reserved before each rollout starts
     budget: BudgetShare = field(default_factory=BudgetShare)
     # at concurrency 1 (:mod:`.._session.perf.fanout`): the item pytest runs after the current
-    # one, whose request the current rollout sends ahead once its answer is in (the same
-    # candidate's only); and the items sent ahead, with the folder and stamp they were sent with
+    # one, and those after it in order while each may be sent ahead, whose requests the current
+    # rollout sends ahead once its answer is in (the same candidate's only: :func:`send_ahead`);
+    # and the items sent ahead, with the folder and stamp they were sent with
     next_item: RolloutItem | None = None
+    following: Callable[[], Iterable[RolloutItem]] = lambda: ()
     sent_ahead: dict[str, tuple[Path, Stamp]] = field(default_factory=dict)
     # each tag's snapshot and source folders, resolved, and its registered hash (the plan's)
     _where: dict[str, tuple[Path, Path, str]] = field(default_factory=dict, repr=False)
@@ -182,6 +184,30 @@ class EvalContext:
                 planned.content_hash,
             )
         return self.candidate_bytes.folder(tag, *where)
+
+
+def send_ahead(context: EvalContext, targets: Sandboxes, current: RolloutItem) -> None:
+    """Top up the requests sent ahead to ``current``'s child with those of the items after it (as
+    many as :meth:`.._engine.sandbox.Sandboxes.room` allows), in one write, their snapshot's stamp
+    taken once, now, for each item's :meth:`RolloutItem.runtest` to compare. The same candidate's
+    only: code that kills this process loses only its own rollouts, never its rival arm's."""
+    sendable = current._sendable(context)
+    held, room = (0, 0) if sendable is None else targets.room(sendable[0])
+    batch: list[RolloutItem] = []
+    for item in context.following() if room else ():
+        if item.key.tag != current.key.tag or len(batch) == room:
+            break
+        if held:  # already sent, in this order
+            held -= 1
+        else:
+            batch.append(item)
+    if not batch or sendable is None:
+        return
+    rollouts = [(context.pool[item.key.task_id], context.plan.seed_for(item.key.trial)) for item in batch]
+    timeout_s = context.spec.rollout_timeout_s
+    sent = targets.send_all_ahead(sendable[0], rollouts, split=current.key.split, timeout_s=timeout_s)
+    for item in batch[:sent]:
+        context.sent_ahead[item.nodeid] = sendable
 
 
 def booked_cost(scored: Scored) -> float:
@@ -276,17 +302,6 @@ class RolloutItem(LeanItem):
         context.started[self.nodeid] = future
         return None
 
-    def send_ahead(self) -> None:
-        """At concurrency 1, once the rollout before has answered: send this item's request to its
-        candidate's idle child now (:meth:`.._engine.sandbox.Sandboxes.send_ahead`), its
-        snapshot's stamp taken now for :meth:`runtest` to compare."""
-        context = self.config.stash[CONTEXT_KEY]
-        targets = context.runner.targets
-        if not isinstance(targets, Sandboxes) or (sendable := self._sendable(context)) is None:
-            return
-        if targets.send_ahead(context.pool[self.key.task_id], sendable[0], **asked(context, self.key)):
-            context.sent_ahead[self.nodeid] = sendable
-
     def _sendable(self, context: EvalContext) -> tuple[Path, Stamp] | None:
         """The snapshot and stamp to start this rollout ahead with, if :meth:`runtest` would pay."""
         if context.not_needed(self.key.tag) or context.controller_stopped() or context.pool_problem:
@@ -352,16 +367,15 @@ class RolloutItem(LeanItem):
 
     def _send_next_ahead(self, context: EvalContext, candidate_dir: Path, stamp: Stamp) -> list[str | None]:
         """At concurrency 1, once this rollout answers: compare its snapshot into the list returned,
-        then send the next item ahead — the same candidate's only: code that kills this process
-        loses only its own last rollout."""
+        then send the next items ahead (:func:`send_ahead`)."""
         answered: list[str | None] = []
         following, targets = context.next_item, context.runner.targets
         if following is None or following.key.tag != self.key.tag or not isinstance(targets, Sandboxes):
             return answered
 
-        def then(following: RolloutItem = following) -> None:
+        def then() -> None:
             answered.append(context.candidate_bytes.changed_during(self.key.tag, candidate_dir, stamp))
-            following.send_ahead()
+            send_ahead(context, targets, self)
 
         targets.after_answer = then
         return answered

@@ -7,7 +7,6 @@ child is refused, as an infra error, if they moved since evaluation began. Pure 
 
 from __future__ import annotations
 
-import hashlib
 import importlib.machinery
 import re
 import site
@@ -23,6 +22,12 @@ _CUSTOMIZE = ("sitecustomize", "usercustomize")
 _remembered: dict[str, str] | None = None
 
 
+def _sha256(data: bytes) -> str:
+    import hashlib  # here: a sandbox child imports this module and hashes nothing (OpenSSL's load)
+
+    return hashlib.sha256(data).hexdigest()
+
+
 def site_folders() -> list[Path]:
     """The site-packages folders and the user site, as this interpreter names them."""
     folders = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []
@@ -33,7 +38,7 @@ def site_folders() -> list[Path]:
 def file_sha(path: Path) -> str:
     """``path``'s sha256, or what kept it from being read (a digest that never matches one)."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        return _sha256(path.read_bytes())
     except OSError as exc:
         return f"unreadable ({type(exc).__name__})"
 
@@ -64,10 +69,10 @@ def digests() -> dict[str, str]:
         module = _module_file(name, search)
         if module is not None:
             found[f"{PREFIX}{module}"] = file_sha(module)
-    found[MARKER_KEY] = hashlib.sha256(repr(sorted(found.items())).encode()).hexdigest()
+    found[MARKER_KEY] = _sha256(repr(sorted(found.items())).encode())
     plugins = pytest_plugins()
     found.update(plugins)
-    found[PLUGINS_MARKER_KEY] = hashlib.sha256(repr(sorted(plugins.items())).encode()).hexdigest()
+    found[PLUGINS_MARKER_KEY] = _sha256(repr(sorted(plugins.items())).encode())
     return found
 
 
@@ -95,7 +100,7 @@ def pytest_plugins() -> dict[str, str]:
         named = f"{metadata['Name']} {metadata['Version']}\n{listing}"
         for point in points:
             seen.setdefault(f"{PLUGIN_PREFIX}{point.name} = {point.value}", set()).add(named)
-    return {key: hashlib.sha256("\0".join(sorted(texts)).encode()).hexdigest() for key, texts in seen.items()}
+    return {key: _sha256("\0".join(sorted(texts)).encode()) for key, texts in seen.items()}
 
 
 def remember(*, fresh: bool = False) -> None:

@@ -365,3 +365,91 @@ def test_a_scorer_slower_than_the_rollout_timeout_makes_no_rollout_sent_ahead_la
         runs[mode] = projects.rollout_records(project)
     assert not [r["infra_error"] for r in runs["sendon"].values() if r["infra_error"]]
     assert runs["sendon"] == runs["sendno"] and len(runs["sendon"]) == 12
+
+
+# Ctrl-C, deterministically: the fifth score (in the session's process) sends SIGINT to it, while
+# the requests sent ahead behind it are queued in the child or answered and unread
+INTERRUPTS = """
+import json, os, signal
+
+class InterruptedAdapter(ToyCalcAdapter):
+    thread_safe = True
+
+    def run_target(self, task, ctx, *, seed):
+        with open(os.environ["CALLS_LOG"], "a") as out:
+            out.write(json.dumps([task.id, seed, "seed"]) + "\\n")
+        return super().run_target(task, ctx, seed=seed)
+
+    def score(self, task, rollout):
+        scored = os.environ["CALLS_LOG"] + ".scored"
+        with open(scored, "a") as out:
+            out.write(task.id + "\\n")
+        with open(scored) as seen:
+            if len(seen.read().splitlines()) == 5:
+                os.kill(os.getpid(), signal.SIGINT)
+        return super().score(task, rollout)
+"""
+
+
+def test_a_session_interrupted_with_requests_sent_ahead_books_each_rollout_once(
+    pytester: pytest.Pytester, example, projects, capevolve, monkeypatch
+) -> None:
+    # what was sent ahead and not collected when Ctrl-C came is never booked (nor counted as spent):
+    # it stays owed, and the resume pays exactly what is missing, each rollout booked once
+    project = example("toy_calc")
+    projects.add_adapter(project, INTERRUPTS, "adapter.py:InterruptedAdapter")
+    projects.writable(project, str(pytester.path / "observed"))  # CALLS_LOG's folder
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 2")
+    log = pytester.path / "observed" / "calls.log"
+    monkeypatch.setenv("CALLS_LOG", str(log))
+    # in a child process: an in-process run would hand the KeyboardInterrupt to this test
+    interrupted = capevolve(project, subprocess=True, timeout=300)
+    assert interrupted.ret == pytest.ExitCode.INTERRUPTED, interrupted.stdout.str()
+
+    def booked() -> list[tuple[str, str, str, int]]:
+        events = map(json.loads, (projects.run_dir(project) / "events.jsonl").read_text().splitlines())
+        return [(e["split"], e["task_id"], e["tag"], e["trial"]) for e in events if e["kind"] == "rollout"]
+
+    first = booked()
+    assert 0 < len(first) <= 5 and len(calls_of(log)) >= len(first)
+    spent = json.loads((projects.run_dir(project) / "state.json").read_text())["spent"]
+    assert spent["metric_calls"] <= len(first)  # what ran ahead unbooked is not spend
+    resumed = capevolve(project)  # its scores count on from the fifth: nothing interrupts it
+    resumed.stdout.fnmatch_lines([f"rollouts: {24 - len(first)} paid, {len(first)} reused*"])
+    keys = booked()
+    assert len(keys) == len(set(keys)) == 24
+
+
+# every rollout costs $0.001; the session's max_usd stops it about halfway
+PRICED = """
+import json, os
+
+class PricedAdapter(ToyCalcAdapter):
+    thread_safe = True  # would be sent ahead, but for the ceiling
+
+    def run_target(self, task, ctx, *, seed):
+        with open(os.environ["CALLS_LOG"], "a") as out:
+            out.write(json.dumps([task.id, seed, "seed"]) + "\\n")
+        rollout = super().run_target(task, ctx, seed=seed)
+        rollout.cost_usd = 0.001
+        return rollout
+"""
+
+
+def test_a_spend_ceiling_pays_no_rollout_ahead_it_does_not_book(
+    pytester: pytest.Pytester, example, projects, capevolve, monkeypatch
+) -> None:
+    # under max_usd nothing is sent ahead: every rollout the agent ran is booked and counted, so the
+    # ceiling stops new spend where it would without sending ahead (within one rollout of the cap)
+    project = example("toy_calc")
+    projects.add_adapter(project, PRICED, "adapter.py:PricedAdapter")
+    projects.writable(project, str(pytester.path / "observed"))  # CALLS_LOG's folder
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 5\nmax_usd: 0.0305")
+    log = pytester.path / "observed" / "calls.log"
+    monkeypatch.setenv("CALLS_LOG", str(log))
+    result = capevolve(project)
+    result.stdout.fnmatch_lines(["*rollouts not started: they would cross max_usd*"])
+    records = projects.rollout_records(project)
+    spent = json.loads((projects.run_dir(project) / "state.json").read_text())["spent"]
+    assert 0 < len(records) < 60 and len(calls_of(log)) == len(records) == spent["metric_calls"]
+    assert spent["usd"] <= 0.0305 + 0.001 + 1e-9

@@ -175,24 +175,49 @@ class Fanout:
 
 
 class SendAhead:
-    """Tells the running item which item comes next: its request goes to the same sandbox child once the
-    last answer is read, only if it is the same candidate's (its code can kill this process, and the
-    unpersisted rollout lost must be its own, never its rival arm's). One rollout at a time per child, records
-    as at concurrency 1; an answer whose item never runs stays owed. Only where one rollout thrown away
-    matters to nobody (:func:`wanted`). ``-p no:capevolve-ahead`` turns it off."""
+    """Tells the running item which items come next: their requests go to the same sandbox child once the
+    last answer is read, only if they are the same candidate's (its code can kill this process, and the
+    unpersisted rollouts lost must be its own, never its rival arm's). Several at once while rollouts are
+    quick (``_items.nodes.send_ahead``), the child running them in turn; records as at concurrency 1; an
+    answer whose item never runs stays owed. Only where a few quick rollouts thrown away matter to nobody
+    (:func:`wanted`). ``-p no:capevolve-ahead`` turns it off."""
 
     def __init__(self, context: EvalContext) -> None:
         self.context = context
         self._marked = MarkedItems()  # an item with a mark is never sent ahead, only run in its turn
+        self._index: dict[int, int] | None = None  # id(item) -> position in session.items
+        self._current: tuple[pytest.Item, pytest.Item | None] | None = None
+        context.following = self.following
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
         following = nextitem if type(nextitem) is RolloutItem and not self._marked(nextitem) else None
-        self.context.next_item = following
+        self.context.next_item, self._current = following, (item, nextitem)
         try:
             return (yield)
         finally:
-            self.context.next_item = None
+            self.context.next_item, self._current = None, None
+
+    def following(self) -> Iterator[RolloutItem]:
+        """The items run after the current one, in order, while each may be sent ahead: in pytest's own
+        loop the items after it in ``session.items``; elsewhere (an xdist worker, whose next items the
+        controller decides) the next one only."""
+        if self._current is None or self.context.next_item is None:
+            return
+        item, nextitem = self._current
+        items = item.session.items
+        if self._index is None:
+            self._index = {id(it): n for n, it in enumerate(items)}
+        at = self._index.get(id(item), -2)
+        worker = hasattr(item.config, "workerinput")
+        in_order = not worker and 0 <= at < len(items) - 1 and items[at + 1] is nextitem
+        for index in range(at + 1, len(items)) if in_order else ():
+            following = items[index]
+            if type(following) is not RolloutItem or self._marked(following):
+                return
+            yield following
+        if not in_order:
+            yield self.context.next_item
 
 
 def wanted(config: pytest.Config, context: EvalContext, width: int) -> bool:
