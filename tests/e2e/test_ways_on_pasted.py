@@ -564,3 +564,23 @@ def test_a_misspelt_candidate_folder_names_the_folders_there_and_the_one_named_r
     ran = capevolve(project, Path(shlex.split(named)[0]))
     assert ran.ret == 0, ran.stdout.str()[-3000:]
     ran.stdout.fnmatch_lines(["careful *val*"])
+
+
+def test_a_diagnosis_of_another_split_names_the_session_that_evaluates_that_tag(
+    toy_calc_baseline, capevolve, capsys, pytester
+):
+    """``diagnose careful --compare-split train`` for a tag that is not the best: the refusal said
+    ``pytest --capevolve-run PROJECT --capevolve-split train``, which pasted evaluates the best only,
+    so the same refusal came back however often it was pasted."""
+    project = toy_calc_baseline
+    assert capevolve(project, "careful").ret == 0  # evaluated on val, not gated: the best stays 'seed'
+
+    code, _, err = run(capsys, "diagnose", "careful", str(project), "--compare-split", "train")
+
+    assert code == 2 and "no train rollouts" in err, err
+    pasted = shlex.split(err.split("evaluate it first (", 1)[1].rsplit(")", 1)[0])
+    assert pasted[0] == "pytest", pasted
+    assert pytester.runpytest(*pasted[1:], "-p", "no:cacheprovider").ret == 0
+    code, out, err = run(capsys, "diagnose", "careful", str(project), "--compare-split", "train")
+    assert code == 0, err
+    assert json.loads(out)["compare"]["split"] == "train"
