@@ -36,7 +36,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
-    from .._engine.judging import require_prefer
+    from .._engine.judging import judge_seed, require_prefer
     from .._engine.runner import run_and_score
     from .._engine.sandbox import isolated
     from .._policy.alpha.gate_settings import check_margin
@@ -92,7 +92,8 @@ def _check(args: argparse.Namespace, checks: list[dict[str, Any]]) -> int:
     if scored.rollout is None or scored.reward is None:
         return fail(f"task {task.id!r} with the seed capability gave an infra error: {scored.infra_error}")
     try:
-        again = runner.score_now(task, scored.rollout)
+        # a stochastic judge's re-score at a seed the first score's re-scores did not use
+        again = runner.score_now(task, scored.rollout, seed=judge_seed(spec.base_seed, spec.judge_rescores))
         reward = check_reward(again.reward, f"score({task.id!r})")
     except Exception as exc:
         return fail(f"re-scoring task {task.id!r} raised {exc!r}")

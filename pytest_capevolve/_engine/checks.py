@@ -225,7 +225,7 @@ def _in_range(task: Task, reward: float, feedback: str, wanted: tuple[float, flo
 
 def _scored(env: ProjectEnv, task: Task, rollout: Rollout, wanted: tuple[float, float]) -> Outcome:
     try:
-        score = env.runner().score(task, rollout)
+        score = env.runner().score(task, rollout, seed=env.spec.base_seed)
         reward = check_reward(score.reward, f"score({task.id!r})")
     except Exception as exc:
         raised = f"the project's scorer raised {type(exc).__name__}: {exc}"

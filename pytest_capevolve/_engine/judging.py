@@ -72,6 +72,12 @@ def _calls(adapter: Any, seed: int, rescores: int) -> tuple[bool, list[int], lis
     return stochastic, seeds, [{"seed": s} if takes_seed else {} for s in seeds]
 
 
+def score_keywords(adapter: Any, seed: int) -> dict[str, Any]:
+    """The keywords of one ``score()`` call outside a rollout (``capevolve check``'s re-score, a
+    ``score`` microcase): the judge's ``seed`` where the scorer takes one, as a session passes it."""
+    return _calls(adapter, seed, 1)[2][0]
+
+
 def _combined(task: Task, scores: list[Any], seeds: list[int], stochastic: bool) -> Judged:
     from .runner import coerce_score
 

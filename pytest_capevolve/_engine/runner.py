@@ -32,7 +32,15 @@ from .._project.adapter import (
     check_tokens,
     coerce_rollout,
 )
-from .judging import Judged, declared_stochastic, rescores_for, score_rollout, score_rollout_async, settled
+from .judging import (
+    Judged,
+    declared_stochastic,
+    rescores_for,
+    score_keywords,
+    score_rollout,
+    score_rollout_async,
+    settled,
+)
 from .rollout_output import RolloutOutput
 
 if TYPE_CHECKING:
@@ -105,13 +113,14 @@ class AdapterRunner:
             result = await result
         return coerce_rollout(result, task.id)
 
-    def score(self, task: Task, rollout: Rollout) -> Score:
-        return coerce_score(self.adapter.score(task, rollout), task)
+    def score(self, task: Task, rollout: Rollout, *, seed: int) -> Score:
+        return coerce_score(self.adapter.score(task, rollout, **score_keywords(self.adapter, seed)), task)
 
-    def score_now(self, task: Task, rollout: Rollout) -> Score:
+    def score_now(self, task: Task, rollout: Rollout, *, seed: int) -> Score:
         """:meth:`score` from plain code outside any event loop (``capevolve check``, a
         re-score of a persisted rollout): an ``async def`` scorer runs under ``asyncio.run``."""
-        return coerce_score(settled(self.adapter.score(task, rollout)), task)
+        keywords = score_keywords(self.adapter, seed)
+        return coerce_score(settled(self.adapter.score(task, rollout, **keywords)), task)
 
 
 def declared_thread_safe(adapter: Any) -> bool:

@@ -1,4 +1,4 @@
-"""promptfoo's output JSON: ``promptfoo eval -o results.json``.
+"""promptfoo's output: ``promptfoo eval -o results.json`` (or ``-o results.jsonl``, its rows a line each).
 
 Each row of ``results.results`` is one (prompt, provider, test): a test is a task (its
 ``description``, else its ``vars``), a ``--repeat`` a trial paired by position. The reward is
@@ -28,6 +28,10 @@ ERROR = 2  # promptfoo's ResultFailureReason.ERROR (0 none, 1 an assertion faile
 
 
 def looks_like_promptfoo(path: Path, head: Any) -> bool:
+    """``-o results.json`` (the eval's document), or ``-o results.jsonl`` (a row a line: its
+    first row has a ``testCase`` and a ``promptIdx``)."""
+    if path.suffix.lower() == ".jsonl":
+        return isinstance(head, dict) and "testCase" in head and "promptIdx" in head
     if path.suffix.lower() != ".json":
         return False
     return isinstance(head, dict) and "evalId" in head or _rows(head) is not None
@@ -50,7 +54,9 @@ def arm_of(row: dict[str, Any]) -> str:
 
 
 def read_promptfoo(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
-    rows, label, scorer, arm = _rows(head or json_document(path)), options.label, options.scorer, options.arm
+    jsonl = path.suffix.lower() == ".jsonl"
+    rows = _jsonl_rows(path) if jsonl else _rows(head or json_document(path))
+    label, scorer, arm = options.label, options.scorer, options.arm
     if rows is None:
         raise ResultsError(f"{path}: no results.results list; is it `promptfoo eval -o results.json` output?")
     arms = list(dict.fromkeys(arm_of(r) for r in rows))
@@ -81,6 +87,18 @@ def read_promptfoo(path: Path, head: Any, options: ReadOptions) -> ImportedRun:
     if label is None and arm is not None:
         label = f"{path.name} [{arm}]"
     return made_run(path, "promptfoo", label, outcomes, notes)
+
+
+def _jsonl_rows(path: Path) -> list[Any]:
+    """``-o results.jsonl``'s rows: what ``results.results`` holds in the JSON, one a line."""
+    rows = []
+    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        try:
+            rows += [json.loads(text)] if text.strip() else []
+        except json.JSONDecodeError as exc:
+            said = f"{path}:{number}: not a JSON row ({exc}); one promptfoo result a line"
+            raise ResultsError(said) from None
+    return rows
 
 
 def _task_of(row: dict[str, Any], by_description: bool) -> str:

@@ -19,7 +19,7 @@ from .._project.adapter import AdapterError
 from .._project.candidate import SEED_TAG
 from .._project.microcase import Microcase, MicrocaseError, load_file, refuse_test_tasks
 from .._project.spec import SpecError
-from .._project.way_on import no_such_candidate
+from .._project.way_on import no_such_candidate, pasteable
 from .._store.rundir import RunDir, RunDirError
 
 
@@ -117,8 +117,18 @@ class MicrocaseItem(pytest.Item):
             return (
                 f"microcase {case.id} (cluster {case.cluster}) on candidate {self.tag!r}: "
                 f"{excinfo.value}\n  why it exists: {first}"
-            )
+            ) + (self._seed_fails(case) if self.tag == SEED_TAG else "")
         return super().repr_failure(excinfo, style=style)
+
+    @staticmethod
+    def _seed_fails(case: Microcase) -> str:
+        """A microcase is a guard of what the seed already does right, never a goal: one the seed
+        fails would reject every candidate that keeps the seed's behaviour."""
+        check = pasteable("`capevolve check PROJECT`", case.project)
+        return (
+            "\n  the seed fails it: a microcase guards what the seed already does right, so every gate "
+            f"would reject a candidate that keeps this; mend it before the first session ({check} says so)"
+        )
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         # a line, as for a rollout item: a skip mark's report is placed there

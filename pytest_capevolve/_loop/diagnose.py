@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 from .._decide.bands import DEFECT, MISSING, SOLID, UNSTABLE, band_of
+from .._policy.booking.commit_checks import evaluating
 from .._project.adapter import AdapterError, load_adapter, load_tasks
 from .._project.microcase_gen import REDACTED, redact
 from .._project.spec import Spec, to_stored
 from .._project.splits import TEST_SPLIT
-from .._project.way_on import pasteable, shown
+from .._project.way_on import shown
 from .._store.rollouts.record import RolloutRecord
 from .._store.rundir import RunDir
 from .._store.snapshots import unknown_tag
@@ -151,7 +152,7 @@ def _records(rundir: RunDir, tag: str, split: str, task_ids: list[str]) -> list[
     known = rundir.snapshots.known_tags()
     if tag not in known:
         raise Refusal(unknown_tag(tag, rundir.run_id, known, rundir.project_dir))
-    evaluate = pasteable(f"pytest --capevolve-run PROJECT --capevolve-split {split}", rundir.project_dir)
+    evaluate = evaluating(rundir, tag, f"--capevolve-split {split}")  # the tag's own, not the best's
     raise Refusal(
         f"tag {tag!r} has no {split} rollouts in run {rundir.run_id}; evaluate it first ({evaluate})"
     )

@@ -16,6 +16,7 @@ from typing import Any, TypedDict
 
 from .._policy import guards
 from .._policy.booking.commit import CommitRefused, book, parent_of
+from .._policy.booking.commit_checks import source_folder
 from .._project.candidate import SEED_TAG, check_tag, iter_files, read_plain
 from .._project.spec import Spec
 from .._store.rundir import RunDir
@@ -230,9 +231,15 @@ def integrate(
                     {"outcome": "kept", "reason": f"byte-identical to the best {best!r}: nothing to gate"}
                 )
             else:
+                # the candidate's own bytes, evaluated and undecided: gated as itself (a step tag
+                # would be refused as a repeat of its bytes, and the addition dropped ungated)
+                own = tree == trees[name] and _undecided(rundir, name)
+                step = name if own else step
                 row["tag"] = step
-                new_work_copy(spec, rundir, step, parent, files=tree, merged_from=[*kept, name])
-                verdict = _gate(spec, rundir, step, rundir.merge_dir(tag), workers, log)
+                if not own:
+                    new_work_copy(spec, rundir, step, parent, files=tree, merged_from=[*kept, name])
+                folder = source_folder(rundir, step) if own else rundir.work_dir(step)
+                verdict = _gate(spec, rundir, step, folder, rundir.merge_dir(tag), workers, log)
                 if verdict is None:
                     row["outcome"] = "incomplete"
                     answer.update(
@@ -274,14 +281,26 @@ def integrate(
     return answer
 
 
+def _undecided(rundir: RunDir, tag: str) -> bool:
+    """Whether the run evaluated ``tag`` (its snapshot) and no decision was booked on it."""
+    decided = {e["tag"] for e in rundir.decisions()}
+    return rundir.snapshots.candidate_hash(tag) is not None and tag not in decided
+
+
 def _gate(
-    spec: Spec, rundir: RunDir, step: str, folder: Path, workers: int, log: Callable[[str], None]
+    spec: Spec,
+    rundir: RunDir,
+    step: str,
+    candidate: Path,
+    logs: Path,
+    workers: int,
+    log: Callable[[str], None],
 ) -> dict[str, Any] | None:
-    """One gate session on the step's work copy, as a child process (as hill-climb runs one)."""
+    """One gate session on the step's candidate folder, as a child process (as hill-climb runs one)."""
     argv = session_command(spec.path, run_id=rundir.run_id, workers=workers)
-    argv += gate_flags(rundir.work_dir(step), step)
+    argv += gate_flags(candidate, step)
     log(f"{step}: gate session (against the best {rundir.state.best()!r})")
-    run_logged(argv, spec.project_dir, folder / f"{step}.log")
+    run_logged(argv, spec.project_dir, logs / f"{step}.log")
     return rundir.verdicts.verdict(step)
 
 

@@ -12,6 +12,7 @@ handover files, under a claim on the run, within ``max_metric_calls`` and ``max_
 from __future__ import annotations
 
 import contextlib
+import shlex
 import tempfile
 import time
 from collections.abc import Sequence
@@ -27,6 +28,8 @@ from .._project.candidate import SEED_TAG, content_hash, escape_id, handover_ign
 from .._project.microcase_gen import redact
 from .._project.spec import Spec, to_stored
 from .._project.splits import TEST_SPLIT
+from .._project.way_on import candidate_folder as named_folder
+from .._project.way_on import pasteable
 from .._store.files import atomic_write_json
 from .._store.log.event_kinds import TASK_EVAL
 from .._store.readers.harness_lock import locked_harness
@@ -81,7 +84,21 @@ def candidate_folder(spec: Spec, rundir: RunDir, tag: str, *, work_first: bool =
         if folder is not None and folder.is_dir():
             return folder
     known = ", ".join(sorted(set(rundir.snapshots.known_tags()))) or "none"
-    raise Refusal(f"{tag!r} has neither a snapshot nor a work copy in run {rundir.run_id} (known: {known})")
+    raise Refusal(
+        f"{tag!r} has neither a snapshot nor a work copy in run {rundir.run_id} (known: {known}); "
+        + _made_known(spec, tag)
+    )
+
+
+def _made_known(spec: Spec, tag: str) -> str:
+    """The ways a tag the run does not know gets its files: its folder evaluated (a folder's name is
+    its tag), or a work copy of the best made under that name, to edit."""
+    work_new = pasteable(f"`capevolve work new {shlex.quote(tag)} PROJECT`", spec.project_dir)
+    folder = named_folder(tag, spec.project_dir, "")
+    if not folder:
+        return f"make it a work copy of the best, to edit: {work_new}"
+    evaluate = pasteable(f"`pytest --capevolve-run PROJECT --capevolve-candidate {folder}`", spec.project_dir)
+    return f"evaluate its folder first ({evaluate}), or make it a work copy of the best, to edit: {work_new}"
 
 
 def _check_affordable(spec: Spec, rundir: RunDir, planned: int) -> None:

@@ -86,6 +86,24 @@ def test_every_verdict_carries_the_split_not_only_a_plain_gate_sessions(example,
     assert again["judge_noise"]["var_total"] == pytest.approx(again["se"] ** 2)
 
 
+def test_check_and_a_score_microcase_pass_the_judge_its_seed(example, projects, capsys):
+    """The page's judge, ``score(self, task, rollout, *, seed)``, is called with its seed by
+    ``capevolve check``'s re-score and by a ``score`` microcase, as by a session: neither fails
+    it with a TypeError for a seed it was never given."""
+    project = example("toy_calc")
+    projects.add_adapter(project, JUDGE, "adapter.py:Judged")
+    projects.edit_spec(project, "num_trials: 1", "num_trials: 1\njudge_rescores: 3")
+    (project / "microcases").mkdir()
+    (project / "microcases" / "judge.yaml").write_text(
+        "- id: judge-scores\n  cluster: judge\n  description: the judge gives a number\n"
+        "  score: {task: q00, output: 10, reward: {min: 0, max: 1}}\n"
+    )
+    code = main(["check", str(project)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "score is declared stochastic" in out and "1 microcase(s) pass on the seed" in out
+
+
 @pytest.mark.attack(
     "inputs",
     attack=(

@@ -212,13 +212,37 @@ def test_integrate_keeps_only_the_additions_that_clear_the_gate(built, example, 
     assert state["best_id"] == "merged-3"
 
 
+def test_integrate_gates_an_evaluated_candidate_as_itself(toy_calc_baseline, capevolve, capsys):
+    """A candidate the run evaluated but never gated is the first addition's bytes: its step
+    (``m-1``) was refused as a repeat of them and the addition dropped, never gated."""
+    project = toy_calc_baseline
+    code, _, err = cli(capsys, "merge", "careful", "same", "--tag", "m", "--project", str(project))
+    assert code == 2 and "evaluate its folder first (`pytest --capevolve-run " in err, err
+    assert capevolve(project, "careful").ret == 0  # the refusal's first way on: evaluated, not gated
+    code, _, err = cli(capsys, "merge", "careful", "same", "--tag", "m", "--project", str(project))
+    assert code == 2 and "'same' has neither" in err, err
+    way_on = err.split("to edit: `", 1)[1].split("`")[0].split()
+    assert cli(capsys, *way_on[1:])[0] == 0  # `capevolve work new same PROJECT`, left as the best's copy
+
+    code, answer, err = cli(
+        capsys, "merge", "careful", "same", "--tag", "m", "--integrate", "--project", str(project), "--json"
+    )
+
+    assert code == 0, err
+    first, second = answer["steps"]
+    assert first["tag"] == "careful" and first["outcome"] == "kept" and first["booked"] == "accept", first
+    assert second["outcome"] == "no_change"
+    assert answer["best"] == "careful"
+
+
 def test_merge_refusals(example, capevolve, capsys):
     project = example("toy_calc")
     assert capevolve(project, "careful").ret == 0
     for argv, message in (
         (["merge", "careful", "--tag", "x"], "at least two candidates"),
         (["merge", "careful", "careful", "--tag", "x"], "named twice"),
-        (["merge", "careful", "ghost", "--tag", "x"], "'ghost' has neither a snapshot nor a work copy"),
+        # with the way on: a tag with no folder of its own is made a work copy (pasted in the test below)
+        (["merge", "careful", "ghost", "--tag", "x"], "to edit: `capevolve work new ghost "),
         (["merge", "careful", "seed", "--tag", "a__b"], "tag 'a__b' is not usable"),
     ):
         code, _, err = cli(capsys, *argv, "--project", str(project))

@@ -128,6 +128,12 @@ def test_every_check_kind_passes_and_fails_as_an_item(pytester, calc_project, xd
     for case_id, message in expected.items():
         assert f"microcase {case_id} " in out and message in out, (case_id, out)
     assert f"FAILED {project.name}/microcases/kinds.yaml::text-fail[seed]" in out
+    # a microcase the seed fails is a guard written wrong: said where it fails, with the check that says so
+    sections = out.split("short test summary info")[0]  # under CI=true the summary repeats each message
+    assert sections.count("the seed fails it: a microcase guards what the seed already does right") == len(
+        failing
+    )
+    assert f"(`capevolve check {project.name}` says so)" in out
 
 
 @pytest.mark.unconfined

@@ -564,3 +564,47 @@ def test_a_misspelt_candidate_folder_names_the_folders_there_and_the_one_named_r
     ran = capevolve(project, Path(shlex.split(named)[0]))
     assert ran.ret == 0, ran.stdout.str()[-3000:]
     ran.stdout.fnmatch_lines(["careful *val*"])
+
+
+def test_a_diagnosis_of_another_split_names_the_session_that_evaluates_that_tag(
+    toy_calc_baseline, capevolve, capsys, pytester
+):
+    """``diagnose careful --compare-split train`` for a tag that is not the best: the refusal said
+    ``pytest --capevolve-run PROJECT --capevolve-split train``, which pasted evaluates the best only,
+    so the same refusal came back however often it was pasted."""
+    project = toy_calc_baseline
+    assert capevolve(project, "careful").ret == 0  # evaluated on val, not gated: the best stays 'seed'
+
+    code, _, err = run(capsys, "diagnose", "careful", str(project), "--compare-split", "train")
+
+    assert code == 2 and "no train rollouts" in err, err
+    pasted = shlex.split(err.split("evaluate it first (", 1)[1].rsplit(")", 1)[0])
+    assert pasted[0] == "pytest", pasted
+    assert pytester.runpytest(*pasted[1:], "-p", "no:cacheprovider").ret == 0
+    code, out, err = run(capsys, "diagnose", "careful", str(project), "--compare-split", "train")
+    assert code == 0, err
+    assert json.loads(out)["compare"]["split"] == "train"
+
+
+def test_a_gate_reject_booked_by_hand_as_a_repeat_or_a_microcase_reject_names_the_gate(
+    toy_calc_baseline, capevolve, capsys
+):
+    """A reject the gate refuted, booked with ``--reject-basis repeat`` (the refusal's list offers it)
+    or ``micro_test_fail``: booked, and the ledger said bytes already decided, or a microcase, stopped
+    an edit the gate measured and refuted. Refused, naming the basis its verdict holds."""
+    project = toy_calc_baseline
+    work = project / "candidates" / "noted"
+    work.mkdir()
+    (work / "prompt.md").write_text((project / "capability" / "prompt.md").read_text() + "\nBe brief.\n")
+    assert capevolve(project, "noted", gate=True, extra=["--capevolve-commit", "none"]).ret == 10
+
+    for basis in ("repeat", "micro_test_fail"):
+        code, _, err = run(
+            capsys, "commit", "noted", str(project), "--decision", "reject", "--reject-basis", basis
+        )
+        assert code == 2 and f"--reject-basis {basis} is booked from a verdict on that basis" in err, err
+
+    pasted = shlex.split(err.split("book what it decided: `", 1)[1].split("`")[0])
+    code, out, err = run(capsys, *pasted[1:])
+    assert code == 0, err
+    assert json.loads(out)["basis"] == "gate"

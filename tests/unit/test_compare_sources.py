@@ -102,6 +102,12 @@ def test_promptfoo_output_reads_one_arm_with_repeats_as_trials(tmp_path: Path) -
     errored.write_text(json.dumps(doc), encoding="utf-8")
     first = read_results(errored, options=ReadOptions(arm="terse")).outcomes[0]
     assert first.reward is None and first.error == "provider timed out"
+    # `-o results.jsonl` writes the same rows, one a line: read as promptfoo's, not as a table whose
+    # failed assertions (their `error` set) were missing data and every row a task of its own
+    lines = tmp_path / "results.jsonl"
+    lines.write_text("".join(json.dumps(r) + "\n" for r in doc["results"]["results"]), encoding="utf-8")
+    from_lines = read_results(lines, options=ReadOptions(arm="chatty"))
+    assert from_lines.source == "promptfoo" and from_lines.outcomes == chatty.outcomes
 
 
 def test_an_inspect_seed_is_read_where_eval_given_a_model_object_records_it() -> None:

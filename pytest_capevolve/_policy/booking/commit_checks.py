@@ -275,8 +275,30 @@ def check_budget(spec: Spec, rundir: RunDir, tag: str) -> None:
     )
 
 
+def said_by_the_verdict(basis: str) -> Callable[[Spec, RunDir, str], None]:
+    """A reject on ``basis`` (a microcase's, a repeat's) needs a verdict of ``tag`` on that basis: a
+    session books it from one; by hand it would label a refuted edit as never measured."""
+
+    def check(spec: Spec, rundir: RunDir, tag: str) -> None:
+        verdict = rundir.verdicts.verdict(tag)
+        if verdict is not None and verdict.get("basis") == basis:
+            return
+        if verdict is None:
+            way_on = f"gate it, which books what it decides: {evaluating(rundir, tag, '--capevolve-gate')}"
+        else:
+            way_on = f"book what it decided: `{_book_reject(rundir, tag, _booked_basis(verdict))}`"
+        said = "no verdict" if verdict is None else f"a verdict on basis {verdict.get('basis') or 'gate'}"
+        raise CommitRefused(
+            f"--reject-basis {basis} is booked from a verdict on that basis; {tag!r} has {said}: {way_on}"
+        )
+
+    return check
+
+
 # Reject bases whose evidence is in the record; booked only when it is there (or with --force).
 EVIDENCED_BASES: dict[str, Callable[[Spec, RunDir, str], None]] = {
     Basis.INFRA: check_infra,
     Basis.BUDGET: check_budget,
+    Basis.MICRO_TEST_FAIL: said_by_the_verdict(Basis.MICRO_TEST_FAIL),
+    Basis.REPEAT: said_by_the_verdict(Basis.REPEAT),
 }
