@@ -102,26 +102,27 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 # The files whose dearest test takes 5 CPU-s or more, dearest first (`python benchmarks/suite_cpu.py
-# --where`, session 25: the newcomer's path 26.5, the inspect bridge 20.9, a playbook 17.2, ...).
+# --where`, session 30: the newcomer's path 25.2, the inspect bridge 22.3, the inspect how-to 14.3, ...).
 DEAREST_FIRST = (
     "e2e/test_newcomer_path.py",
     "e2e/test_inspect_bridge.py",
+    "e2e/test_compare_e2e.py",
     "e2e/test_playbooks.py",
     "e2e/test_openai_agent.py",
-    "e2e/test_compare_e2e.py",
-    "e2e/test_screen_grow_e2e.py",
-    "e2e/test_loop_e2e.py",
     "e2e/test_loop_to_the_letter.py",
-    "e2e/test_attacks_redteam.py",
     "e2e/test_candidate_bytes.py",
-    "e2e/test_docs_commands.py",
-    "calibration/test_null_rates.py",
-    "e2e/test_finalize.py",
+    "e2e/test_attacks_redteam.py",
+    "e2e/test_attacks_sequential_reads.py",
     "e2e/test_hill_climb.py",
-    "e2e/test_damage_replays.py",
+    "e2e/test_screen_grow_e2e.py",
     "e2e/test_merge.py",
-    "e2e/test_crash_resume.py",
+    "e2e/test_controller_stop.py",
+    "e2e/test_attacks_sequential.py",
     "e2e/test_gate_e2e.py",
+    "e2e/test_dashboard.py",
+    "e2e/test_docs_commands.py",
+    "e2e/test_finalize.py",
+    "e2e/test_agent_boundary.py",
 )
 FOLDERS_FIRST = ("e2e", "calibration", "unit")
 

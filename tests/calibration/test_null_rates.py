@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 from fractions import Fraction
 
 import numpy as np
@@ -36,18 +37,25 @@ ALPHA = 0.05
 
 @given(st.lists(st.integers(-4, 4), min_size=1, max_size=10))
 def test_exact_validity_share_of_accepted_sign_patterns_at_most_alpha(ints):
-    """For fixed |d|, the share of the 2^N sign patterns the gate accepts is ≤ α. A zero's sign
-    makes no other pattern (``deltas_matrix`` gives ±0 the same arms), so the patterns are
-    enumerated over the non-zero deltas, each standing for its 2^zeros copies."""
-    magnitudes = [abs(i) / 4 for i in ints]
-    nonzero = [m for m in magnitudes if m]
+    """For fixed |d|, the share of the 2^N sign patterns the gate accepts is ≤ α. The gate's
+    decision does not depend on the order of the tasks (tests/unit/test_stats_properties.py's
+    ``test_invariant_to_task_order_and_trial_order``), so the patterns are enumerated as how many
+    deltas of each magnitude are positive, each standing for its C(count, positives) orderings,
+    and a zero's sign makes no other pattern (``deltas_matrix`` gives ±0 the same arms): each
+    stands for its 2^zeros copies (at most 144 gates a case, not 2^10)."""
+    magnitudes = Counter(abs(i) / 4 for i in ints)
+    zeros = magnitudes.pop(0.0, 0)
+    classes = sorted(magnitudes.items())
     accepted = 0
-    for signs in itertools.product((1, -1), repeat=len(nonzero)):
-        signed = iter([s * m for s, m in zip(signs, nonzero, strict=True)])
-        cand, best = deltas_matrix([next(signed) if m else 0.0 for m in magnitudes])
-        accepted += stats.sign_flip_test(cand, best, alpha=0.05).at_most(0.05)
-    copies = 2 ** (len(magnitudes) - len(nonzero))
-    assert Fraction(accepted * copies, 2 ** len(magnitudes)) <= Fraction(1, 20)
+    for positives in itertools.product(*(range(count + 1) for _, count in classes)):
+        deltas = [0.0] * zeros
+        orderings = 1
+        for (magnitude, count), up in zip(classes, positives, strict=True):
+            deltas += [magnitude] * up + [-magnitude] * (count - up)
+            orderings *= math.comb(count, up)
+        cand, best = deltas_matrix(deltas)
+        accepted += orderings * stats.sign_flip_test(cand, best, alpha=0.05).at_most(0.05)
+    assert Fraction(accepted * 2**zeros, 2 ** len(ints)) <= Fraction(1, 20)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

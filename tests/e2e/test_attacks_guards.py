@@ -51,12 +51,10 @@ def _refused(result, key: str) -> str:
     ),
 )
 def test_a_guard_switched_off_mid_run_is_refused_before_anything_is_paid(
-    example, projects, capevolve
+    one_trial_baseline, projects, capevolve
 ) -> None:
-    project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    project = one_trial_baseline  # the run begun (a copy of one build per process)
     _leaky(project)
-    assert capevolve(project).ret == 0
     paid = len(projects.rollout_records(project))
 
     spec = project / "capevolve.yaml"
@@ -124,12 +122,10 @@ def test_a_run_gating_with_the_leak_guard_off_says_so_in_every_verdict(example, 
     ),
 )
 def test_a_guard_unfrozen_in_the_spec_and_its_lock_alike_is_refused(
-    example, projects, capevolve, capsys
+    one_trial_baseline, projects, capevolve, capsys
 ) -> None:
-    project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    project = one_trial_baseline  # the run begun (a copy of one build per process)
     _leaky(project)
-    assert capevolve(project).ret == 0
     paid = len(projects.rollout_records(project))
     spec, lock = project / "capevolve.yaml", projects.run_dir(project) / "spec.lock.yaml"
     honest_spec, honest_lock = spec.read_text(), lock.read_text()

@@ -257,11 +257,12 @@ def test_a_resumed_sequential_gate_reads_no_redraw_of_a_deleted_rollout(
     example, projects, capevolve, pytester
 ):
     """Unconfined: deleting files in the run dir needs no boundary to cross (confined, the run dir is out
-    of reach). Two copies are interrupted at the same rollout; one has its candidate's failing files deleted."""
+    of reach). A gate interrupted at a fixed rollout, then copied (a project is its own wherever it
+    lives): the copy has its candidate's failing files deleted."""
     pytester.makepyfile(fixed_order=FIXED_ORDER)
 
-    def killed(dest: str) -> Path:
-        project = example("noisy_agent", dest)
+    def killed() -> Path:
+        project = example("noisy_agent", "untouched")
         no_microcases(project)
         projects.edit_spec(project, "num_trials: 5", "num_trials: 2")
         noop = project / "candidates" / "noop"
@@ -280,7 +281,9 @@ def test_a_resumed_sequential_gate_reads_no_redraw_of_a_deleted_rollout(
         assert dead.ret == 2, dead.stdout.str()  # interrupted
         return project
 
-    untouched, molested = killed("untouched"), killed("molested")
+    untouched = killed()
+    molested = untouched.parent / "molested"
+    shutil.copytree(untouched, molested, symlinks=True)
     failing = [
         path
         for path in (projects.run_dir(molested) / "rollouts" / "val").glob("*__noop__t*.json")

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
 from pytest_capevolve._cli.main import main
 
 
-def _sequential_after(example, projects, capevolve, dest: str, *, grow: bool) -> dict:
-    """noisy_agent at one trial with growth on: ``c7`` (a no-op that lands provisional) gated, grown or
-    not (a grow adds a trial to it and to the best, the seed), then ``d1`` (another no-op) gated
-    sequentially against the seed: d1's verdict."""
-    project = example("noisy_agent", dest)
+def _c7_provisional(example, projects, capevolve) -> Path:
+    """noisy_agent at one trial with growth on, ``c7`` (a no-op that lands provisional) gated against
+    the seed, and ``d1`` (another no-op) waiting in candidates/: the project."""
+    project = example("noisy_agent", "untouched")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
     projects.edit_spec(project, "max_metric_calls: 20000", "max_metric_calls: 20000\ngrow_max_looks: 2")
     for tag, line in (("c7", ""), ("d1", "Greet the customer by name.")):  # no RULE: the same agent
@@ -23,14 +23,11 @@ def _sequential_after(example, projects, capevolve, dest: str, *, grow: bool) ->
         with (project / "candidates" / tag / "prompt.md").open("a") as handle:
             handle.write(f"\n{line}\n")
     assert capevolve(project, "c7", gate=True).ret == 13  # provisional: a grow is left
-    if grow:
-        assert capevolve(project, extra=["--capevolve-candidate", "c7", "--capevolve-grow"]).ret in (
-            0,
-            10,
-            13,
-        )
-        seed_trials = list((projects.run_dir(project) / "rollouts" / "val").glob("*__seed__t1.json"))
-        assert seed_trials, "the grow paid a second trial of the best"
+    return project
+
+
+def _d1_sequential(projects, capevolve, project: Path) -> dict:
+    """``d1`` gated sequentially against the seed: its verdict."""
     assert capevolve(project, "d1", gate=True, extra=["--capevolve-sequential"]).ret in (0, 10, 11, 12)
     return json.loads((projects.run_dir(project) / "verdicts" / "d1.json").read_text())
 
@@ -50,8 +47,17 @@ def _sequential_after(example, projects, capevolve, dest: str, *, grow: bool) ->
     ),
 )
 def test_a_grown_best_moves_no_later_sequential_gate(example, projects, capevolve):
-    untouched = _sequential_after(example, projects, capevolve, "untouched", grow=False)
-    grown = _sequential_after(example, projects, capevolve, "grown", grow=True)
+    """One run after c7's gate, copied (a project is its own wherever it lives): in the copy c7 is
+    grown (a grow adds a trial to it and to the best, the seed); d1's sequential verdict is the
+    same in both."""
+    project = _c7_provisional(example, projects, capevolve)
+    copy = project.parent / "grown"
+    shutil.copytree(project, copy, symlinks=True)
+    assert capevolve(copy, extra=["--capevolve-candidate", "c7", "--capevolve-grow"]).ret in (0, 10, 13)
+    seed_trials = list((projects.run_dir(copy) / "rollouts" / "val").glob("*__seed__t1.json"))
+    assert seed_trials, "the grow paid a second trial of the best"
+    untouched = _d1_sequential(projects, capevolve, project)
+    grown = _d1_sequential(projects, capevolve, copy)
     keys = ("decision", "basis", "delta_mean", "p_value")
     assert {k: grown[k] for k in keys} == {k: untouched[k] for k in keys}
     assert grown["details"]["sequential"] == untouched["details"]["sequential"]

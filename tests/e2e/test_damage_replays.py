@@ -3,7 +3,8 @@ read-only, a session that dies holding claims another session waits on. Each end
 (never an INTERNALERROR traceback), uses nothing half-written, and the next session resumes,
 paying each rollout once.
 
-Sessions run on a copy of ``examples/noisy_agent`` cut to one trial.
+Sessions run on a copy of ``examples/noisy_agent`` cut to one trial, after its baseline
+(``one_trial_baseline``: built once per process, a copy each).
 """
 
 from __future__ import annotations
@@ -19,12 +20,6 @@ import pytest
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._store import files as files_module
 from pytest_capevolve._store.log import events as events_module
-
-
-def noisy(example, projects) -> Path:
-    project = example("noisy_agent")
-    projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
-    return project
 
 
 def _events(run_dir: Path) -> list[dict]:
@@ -75,14 +70,13 @@ class FullDisk:
 )
 @pytest.mark.parametrize("xdist", ["", "-n 2"])
 def test_a_disk_that_fills_mid_session_ends_in_one_line_and_the_next_session_resumes(
-    example, projects, capevolve, monkeypatch, xdist
+    one_trial_baseline, projects, capevolve, monkeypatch, xdist
 ) -> None:
     """The disk fills after 5 rollouts of a gate session (with and without xdist: the
     controller alone writes). One line and exit 12 — no INTERNALERROR — no verdict and no
     decision from the partial evidence, the torn log line cut off; with room again the same
     command resumes and every rollout is recorded once."""
-    project = noisy(example, projects)
-    assert capevolve(project).ret == 0  # the baseline
+    project = one_trial_baseline  # a copy of the baseline, built once per process
     run_dir = projects.run_dir(project)
     disk = FullDisk(monkeypatch, room=5)
     full = capevolve(project, "improved", gate=True, extra=xdist.split())
@@ -163,14 +157,13 @@ class ReadOnly:
 )
 @pytest.mark.parametrize("finalized", [True, False])
 def test_a_read_only_run_dir_is_verified_and_measured_in_one_line(
-    example, projects, capevolve, capsys, monkeypatch, finalized
+    one_trial_baseline, projects, capevolve, capsys, monkeypatch, finalized
 ):
     """``chmod -R a-w`` on the run dir (a CI artifact kept as it was): ``verify`` still
     verifies it — reading needs no write — and ``measure`` prints its table with one line
     saying report.md could not be written, or, with the test split unscored (scoring it writes
     the run), one line saying so; never a traceback."""
-    project = noisy(example, projects)
-    assert capevolve(project).ret == 0
+    project = one_trial_baseline
     run_dir = projects.run_dir(project)
     if finalized:
         assert main(["measure", str(project), "--finalize"]) == 0
@@ -218,7 +211,7 @@ def _dead_pid() -> int:
     ),
 )
 def test_a_claim_whose_session_died_is_taken_over_and_each_rollout_paid_once(
-    example, projects, capevolve
+    one_trial_baseline, projects, capevolve
 ) -> None:
     """A session killed while it held claims, its claim's lock kept by a process it left
     running (here: this test holds it): the claim names a dead pid. The next session does not
@@ -227,8 +220,7 @@ def test_a_claim_whose_session_died_is_taken_over_and_each_rollout_paid_once(
     import fcntl
     import socket
 
-    project = noisy(example, projects)
-    assert capevolve(project).ret == 0
+    project = one_trial_baseline
     run_dir = projects.run_dir(project)
     val = json.loads((run_dir / "splits.json").read_text())["val"]
     claims = run_dir / "claims"

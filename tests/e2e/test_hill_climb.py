@@ -440,10 +440,30 @@ def _candidate_paid(project: Path) -> bool:
     return any('"kind": "rollout"' in line and '"tag": "cand_0001"' in line for line in lines)
 
 
+HELD_OPTIMIZER = f"{PY} optimizer.py {{workdir}} {{prompt}}"
+
+
+@pytest.fixture
+def uninterrupted_climb(built, example, projects, capsys) -> tuple[Path, dict]:
+    """The kill test's loop never interrupted (in process, nothing held) and its summary: what
+    a resume must decide, in either mode of the kill. Built once per process (``built``), a copy
+    for each test."""
+
+    def make() -> tuple[Path, dict]:
+        clean = example("toy_calc", "clean")
+        projects.add_adapter(clean, HELD, "adapter.py:HeldCalc")
+        projects.writable(clean, "observed")
+        code, summary, err = hill_climb(capsys, clean, "--optimizer", HELD_OPTIMIZER, "--max-iterations", "1")
+        assert code == 0, err
+        return clean, summary
+
+    return built("toy-calc-held-one-iteration-climb", "clean", make)
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG) is Linux's")
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_a_killed_hill_climb_stops_its_gate_session_and_the_resume_decides_as_an_uninterrupted_run(
-    example, projects, capsys, monkeypatch, workers
+    example, projects, capsys, monkeypatch, workers, uninterrupted_climb
 ):
     """`kill -9` of `capevolve hill-climb` while its gate session pays: the session went on paying
     rollouts unattended (and `--resume` waited for its claims). It stops as on Ctrl-C — over xdist
@@ -452,7 +472,7 @@ def test_a_killed_hill_climb_stops_its_gate_session_and_the_resume_decides_as_an
     project = example("toy_calc")
     projects.add_adapter(project, HELD, "adapter.py:HeldCalc")
     projects.writable(project, "observed")
-    optimizer = f"{PY} optimizer.py {{workdir}} {{prompt}}"
+    optimizer = HELD_OPTIMIZER
     loop = [PY, "-m", "pytest_capevolve._cli.main", "hill-climb", str(project), "--optimizer", optimizer]
     loop += ["--max-iterations", "1", *workers]
     with open(project.parent / "loop.out", "wb") as out:
@@ -489,11 +509,7 @@ def test_a_killed_hill_climb_stops_its_gate_session_and_the_resume_decides_as_an
         capsys, project, "--optimizer", optimizer, "--max-iterations", "1", "--resume"
     )
     assert code == 0, err
-    clean = example("toy_calc", "clean")  # the same loop, never interrupted
-    projects.add_adapter(clean, HELD, "adapter.py:HeldCalc")
-    projects.writable(clean, "observed")
-    code, uninterrupted, err = hill_climb(capsys, clean, "--optimizer", optimizer, "--max-iterations", "1")
-    assert code == 0, err
+    clean, uninterrupted = uninterrupted_climb  # the same loop, never interrupted
 
     def decided(root: Path) -> dict:
         numbers = ("decision", "against", "n_tasks", "delta_mean", "p_value", "coverage")

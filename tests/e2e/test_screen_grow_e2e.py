@@ -28,20 +28,33 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     return code, out, err
 
 
+NAMED = ["--capevolve-run-id", "screens"]
+
+
+@pytest.fixture
+def screens_baseline(built, example, capevolve) -> Path:
+    """examples/noisy_agent without its no-upsell microcase (it would refuse the regression before
+    any rollout: screened instead), after the seed's val rollouts in the run named ``screens`` (the
+    subset is seeded by the run id, a new one each run: a named run makes it the test's own; tier 1
+    kills ``regressed`` in about 80 % of run ids, tier 2 in all). A plain run, in process, not what
+    is screened: built once per process (``built``), a copy for each mode of the test."""
+
+    def make() -> tuple[Path, None]:
+        project = example("noisy_agent")
+        (project / "microcases" / "policy-text.yaml").unlink()
+        (project / ".capevolve" / "runs" / "screens").mkdir(parents=True)
+        assert capevolve(project, extra=NAMED).ret == 0
+        return project, None
+
+    return built("noisy-agent-screens-baseline", "noisy_agent", make)[0]
+
+
 def test_a_regression_is_killed_at_tier_one_and_an_improvement_promoted_then_accepted(
-    example, projects, capevolve, capsys, xdist_args
+    screens_baseline, projects, capevolve, capsys, xdist_args
 ) -> None:
-    project = example("noisy_agent")
-    # the no-upsell microcase would refuse the regression before any rollout: screen it instead
-    (project / "microcases" / "policy-text.yaml").unlink()
-    # the subset is seeded by the run id (a new one each run): a named run makes it this test's
-    # own (tier 1 kills `regressed` in about 80 % of run ids, tier 2 in all)
-    (project / ".capevolve" / "runs" / "screens").mkdir(parents=True)
-    named = ["--capevolve-run-id", "screens"]
-    # the best's val rollouts, in process in both modes: a plain run, not what is screened; the
-    # kill is the screen's -n 2 case, the promotion and the gate after it run in process (the
+    project, named = screens_baseline, NAMED
+    # the kill is the screen's -n 2 case, the promotion and the gate after it run in process (the
     # gate's -n 2 case is tests/e2e/test_gate_e2e.py's)
-    assert capevolve(project, extra=named).ret == 0
     run = projects.run_dir(project)
     assert rollout_files(run, "seed") == VAL_TASKS * TRIALS
 
