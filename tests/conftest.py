@@ -30,6 +30,7 @@ from openai_example import standin_server
 import pytest_capevolve._session.starting  # noqa: F401
 import pytest_capevolve._session.wiring  # noqa: F401
 from pytest_capevolve._store.rollouts.record import RolloutRecord
+from pytest_capevolve._store.rundir import RunDir
 from pytest_capevolve._store.sessions import order_secret
 
 pytest_plugins = "pytester"
@@ -312,6 +313,19 @@ class Projects:
     def run_dir(project: Path) -> Path:
         """The project's newest run dir."""
         return sorted((project / ".capevolve" / "runs").iterdir())[-1]
+
+    @staticmethod
+    def snapshot(project: Path, tag: str) -> Path:
+        """The folder ``tag`` is evaluated from in the project's newest run (named from the run's
+        secret, never by the tag: :func:`pytest_capevolve._store.snapshots.folder_name`)."""
+        return RunDir(Projects.run_dir(project)).snapshots.snapshot_dir(tag)
+
+    @staticmethod
+    def tags_by_folder(project: Path) -> dict[str, str]:
+        """The newest run's snapshot folder names, each to the tag it holds (what an adapter logging
+        ``Path(ctx).name`` saw, read back as tags)."""
+        snapshots = RunDir(Projects.run_dir(project)).snapshots
+        return {snapshots.snapshot_dir(tag).name: tag for tag in snapshots.known_tags()}
 
     @staticmethod
     def rollout_records(project: Path) -> dict[tuple[str, str, str, int], dict]:

@@ -244,7 +244,7 @@ def test_a_worker_killed_with_eight_in_flight_loses_only_those_eight(example, pr
     missing = set(expected) - set(records)
     assert len(missing) == 1
     (key,) = missing
-    assert (key[1], key[2], key[3]) in lost  # a rollout runs from candidates/<tag>/files
+    assert (key[1], key[2], key[3]) in lost  # a rollout runs from its tag's snapshot
     # paid: every rollout once, except the one missing, plus at most the 8 the dead worker had in
     # flight (xdist >= 3.6 re-queues all 8; 3.5 lets the worker report some of them before it dies)
     assert 120 - 1 <= len(calls) <= 120 - 1 + 8

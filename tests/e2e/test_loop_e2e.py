@@ -80,7 +80,7 @@ def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolv
     state = json.loads((rundir / "state.json").read_text())
     assert (state["best_id"], state["iterations"], state["stall"]) == ("seed", 0, 0)  # evidence only
     # the journal is the optimizer's, not the capability's: never snapshotted
-    assert not (rundir / "candidates" / "better" / "files" / "JOURNAL.md").exists()
+    assert not (RunDir(rundir).snapshots.snapshot_dir("better") / "JOURNAL.md").exists()
 
     assert (
         run_cli(

@@ -10,6 +10,7 @@ import pytest
 
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._loop.merge import GitMergeFile, three_way
+from pytest_capevolve._store.rundir import RunDir
 
 FARE = "- RULE:check-fare-class — look up the fare class before quoting any change or refund.\n"
 CITE = "- RULE:cite-policy — quote the policy section you relied on, so the customer can check it.\n"
@@ -198,7 +199,7 @@ def test_integrate_keeps_only_the_additions_that_clear_the_gate(built, example, 
     assert answer["result"] == answer["best"] == "merged-3"
     rundir = run_dir(project)
     # the kept candidate holds the kept additions only: the dropped tweak is not in it
-    kept = rundir / "candidates" / "merged-3" / "files"
+    kept = RunDir(rundir).snapshots.snapshot_dir("merged-3")
     assert (kept / "tools/reply.py").read_bytes() == (project / "capability/tools/reply.py").read_bytes()
     assert FARE in (kept / "prompt.md").read_text() and CITE in (kept / "skills/policy.md").read_text()
     assert (rundir / "merge" / "merged" / "merged-2.log").is_file()

@@ -1,4 +1,5 @@
-"""The run's order secret: the key the sequential gate's task orders are derived with.
+"""The run's secret: the key the sequential gate's task orders are derived with, and the folders
+candidates run from are named with (:func:`.._store.snapshots.folder_name`).
 
 A swapped or deleted secret is refused (its SHA-256 is logged). The optimizer can read the run dir
 and grind byte variants until one's order puts its gains first, so each order also takes a nonce
@@ -38,7 +39,7 @@ class OrderSecret:
         self.log = log
 
     def recorded(self) -> str | None:
-        found = [e for e in self.log.events() if e.get("kind") == ORDER_SECRET_CREATED]
+        found = self.log.of_kinds(ORDER_SECRET_CREATED)
         return str(found[0]["sha256"]) if found else None
 
     def create(self) -> None:
