@@ -127,7 +127,7 @@ class Snapshots:
         atomic_write_json(
             staging / "candidate.json", {"tag": tag, "source": stored, "content_hash": digest, "files": files}
         )
-        _move_into_place(files_dir, snapshot, digest)
+        _move_into_place(files_dir, snapshot, digest, lambda: self.candidate_hash(tag) is not None)
         try:
             os.rename(staging, dest)
         except OSError:
@@ -177,16 +177,16 @@ class Snapshots:
         return sorted(p.name for p in base.glob("*") if (p / "candidate.json").is_file())
 
 
-def _move_into_place(staged: Path, snapshot: Path, digest: str) -> None:
-    """``staged`` renamed to ``snapshot``; when a snapshot is there already (another session registered
-    the tag first, or a registration stopped before its ``candidate.json``), the one whose bytes are
-    ``digest`` is kept: the tag's ``candidate.json``, written after, names the bytes it holds."""
+def _move_into_place(staged: Path, snapshot: Path, digest: str, registered: Callable[[], bool]) -> None:
+    """``staged`` renamed to ``snapshot``. One there already is kept when the tag is ``registered``
+    (another session registered it first: its ``candidate.json`` names the bytes it holds) or holds
+    ``digest``; else it is what a registration stopped before its ``candidate.json`` left: replaced."""
     snapshot.parent.mkdir(exist_ok=True)
     try:
         os.rename(staged, snapshot)
         return
     except OSError:
-        if _hash_or_none(snapshot) != digest:  # a stopped registration's other bytes: not the tag's
+        if not registered() and _hash_or_none(snapshot) != digest:
             shutil.rmtree(snapshot, ignore_errors=True)
             with contextlib.suppress(OSError):
                 os.rename(staged, snapshot)

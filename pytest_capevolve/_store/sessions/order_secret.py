@@ -46,7 +46,7 @@ class OrderSecret:
         if self.recorded() is not None:
             return
         secret = new_secret()
-        self.path.parent.mkdir(mode=0o700, exist_ok=True)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         atomic_write_text(self.path, secret.hex())
         os.chmod(self.path, 0o600)
         self.log.append_event(ORDER_SECRET_CREATED, sha256=commitment(secret), path="secret/order.key")
