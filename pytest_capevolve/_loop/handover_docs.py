@@ -120,8 +120,8 @@ def render_runmap(run_id: str, root: str, workdir: Path, tag: str, parent: str, 
         (f"`{root}/verdicts/<tag>.json`", "every number a verdict rests on"),
         (
             f"`{root}/candidates/<tag>/candidate.json`",
-            "each evaluated candidate's content hash and files (its read-only snapshot, in `snapshots/` under "
-            "a name that does not say its tag: `capevolve work new NEW --from TAG` copies it)",
+            "each evaluated candidate's content hash and files (its read-only snapshot, in `snapshots/` "
+            "under a name that does not say its tag: `capevolve work new NEW --from TAG` copies it)",
         ),
         (f"`{root}/hill_climb/<tag>/`", "per hill-climb round: prompt, optimizer output, diff, log, outcome"),
         (f"`{root}/state.json`", "best, iterations, stall, what was spent"),
