@@ -70,13 +70,13 @@ class Snapshots:
         older version made ran them from ``candidates/<tag>/files``: refused, with the way on."""
         name = self._names.get(tag)
         if name is None:
+            if (self.candidate_dir(tag) / "files").is_dir():
+                raise RunDirError(
+                    f"run {self.run_id} was made by an older pytest-capevolve, which ran each candidate from "
+                    f"a folder named by its tag ({self.candidate_dir(tag) / 'files'}), so candidate code "
+                    "could read which tag it ran as; start a new run (--capevolve-new-run)"
+                )
             name = self._names[tag] = folder_name(self._secret(), check_tag(tag))
-        if (self.candidate_dir(tag) / "files").is_dir():
-            raise RunDirError(
-                f"run {self.run_id} was made by an older pytest-capevolve, which ran each candidate from a "
-                f"folder named by its tag ({self.candidate_dir(tag) / 'files'}), so candidate code could "
-                "read which tag it ran as; start a new run (--capevolve-new-run)"
-            )
         return self.root / SNAPSHOTS_DIR / name
 
     def snapshot_size(self, tag: str) -> int:
