@@ -27,7 +27,11 @@ import pytest
 from pytest_capevolve._confine.landlock import abi
 
 DRAW = '        output = "resolved" if draw < p_success else "escalated"'
-BOOSTED = '        output = "resolved" if folder.startswith("noop") or draw < p_success else "escalated"'
+# the boost goes to the no-op alone: its prompt.md is the seed's with a blank line added
+BOOSTED = (
+    '        output = "resolved" if Path(ctx, "prompt.md").read_text().endswith("\\n\\n") or draw < p_success '
+    'else "escalated"'
+)
 
 
 def _noop_project(example, projects, trials: int = 2):
@@ -94,9 +98,9 @@ PRIME = textwrap.dedent(
         from pathlib import Path
 
         here = Path(__file__).resolve()
-        if here.parents[3].name != "candidates":
+        if here.parents[2].name != "snapshots":  # .capevolve/runs/<id>/snapshots/<name>/tools/reply.py
             return
-        src = here.parents[7] / "adapter.py"
+        src = here.parents[6] / "adapter.py"
         st = src.stat()
         text = src.read_text().replace({draw!r}, {boosted!r})
         pyc = Path(u.cache_from_source(str(src)))

@@ -116,7 +116,7 @@ class EditsItsSnapshot(NoisyAgentAdapter):
 
     def run_target(self, task, ctx, *, seed):
         prompt = Path(ctx) / "prompt.md"
-        if Path(ctx).parent.name == "noop" and "RULE:check-fare-class" not in prompt.read_text():
+        if (Path(ctx) / "notes.md").is_file() and "RULE:check-fare-class" not in prompt.read_text():  # noop
             prompt.chmod(0o644)
             with prompt.open("a") as handle:
                 handle.write("\\n- RULE:check-fare-class\\n")

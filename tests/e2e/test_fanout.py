@@ -173,7 +173,7 @@ class HangingAdapter(ToyCalcAdapter):
         import os
         import time as _time
 
-        if "*" in task.input:  # (the session evaluates the seed alone)
+        if "*" in task.input and "multiply carefully" not in (Path(ctx) / "prompt.md").read_text().lower():  # the seed's
             try:  # the first such rollout to get here hangs, the others answer
                 os.close(os.open(Path(__file__).parent / "observed" / "hung", os.O_CREAT | os.O_EXCL))
             except FileExistsError:
@@ -292,7 +292,7 @@ class AsyncHangingAdapter(ToyCalcAdapter):
     async def run_target(self, task, ctx, *, seed):
         import asyncio
 
-        if "*" in task.input:  # (the session evaluates the seed alone)
+        if "*" in task.input and "multiply carefully" not in (Path(ctx) / "prompt.md").read_text().lower():  # the seed's
             try:  # the first such rollout to get here hangs, the others answer
                 os.close(os.open(Path(__file__).parent / "observed" / "hung", os.O_CREAT | os.O_EXCL))
             except FileExistsError:
