@@ -207,7 +207,7 @@ def test_rollouts_forged_before_a_sequential_gate_are_refused_before_it_decides(
 FIXED_ORDER = """
 from pytest_capevolve._store.sessions import order_secret
 
-order_secret.new_secret = lambda: bytes.fromhex("bdea656368382bec0ecb5c0418e8c333e9831d38632831b921289ba8b4181944")
+order_secret.new_secret = lambda: bytes(range(32))
 order_secret.new_nonce = lambda: b""
 """  # conftest.py's FIXED_ORDER_SECRET and empty nonce, for a child session
 LUCKY_REDRAWS = '''

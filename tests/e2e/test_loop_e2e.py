@@ -43,7 +43,9 @@ def work_copy(capsys, project: Path, tag: str, append: str = "") -> Path:
     return folder
 
 
-def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolve, capsys):
+def test_an_agent_mode_loop_books_each_decision_once(
+    typical_seed_draws, example, projects, capevolve, capsys
+):
     """The baseline over two xdist workers (``--workers 2``: the loop's -n 2 case); the gate in
     process (the gate's -n 2 case is tests/e2e/test_gate_e2e.py's)."""
     project = example("noisy_agent")
@@ -176,7 +178,7 @@ def test_an_agent_mode_loop_books_each_decision_once(example, projects, capevolv
     assert code == 0 and repaired["decision"] == "reject" and repaired["repairs"] is not None
 
 
-def test_commit_refuses_what_the_record_cannot_support(example, capevolve, capsys):
+def test_commit_refuses_what_the_record_cannot_support(typical_seed_draws, example, capevolve, capsys):
     project = example("noisy_agent")
     copy = project / "candidates" / "copy"
     # no null controls: what commit refuses or books reads the two candidates' verdicts alone

@@ -98,7 +98,9 @@ def _round_of_two(built, example, capevolve) -> tuple[Path, pytest.RunResult]:
     return built("merge-round-of-two", "noisy_agent", make)
 
 
-def test_a_merge_of_two_helping_siblings_is_accepted_over_either_alone(built, example, capevolve, capsys):
+def test_a_merge_of_two_helping_siblings_is_accepted_over_either_alone(
+    typical_seed_draws, built, example, capevolve, capsys
+):
     """In process: a work copy gated under -n 2 is test_an_agent_mode_loop_books_each_decision_once's."""
     project, round_ = _round_of_two(built, example, capevolve)
     # the sibling problem: improved is accepted; policy, re-gated against it, can only replace it
@@ -150,7 +152,9 @@ def test_a_merge_of_two_helping_siblings_is_accepted_over_either_alone(built, ex
     assert sorted(booked["changed_files"]) == ["prompt.md (changed)", "skills/policy.md (changed)"]
 
 
-def test_integrate_keeps_only_the_additions_that_clear_the_gate(built, example, capevolve, capsys):
+def test_integrate_keeps_only_the_additions_that_clear_the_gate(
+    typical_seed_draws, built, example, capevolve, capsys
+):
     project, round_ = _round_of_two(built, example, capevolve)
     assert round_.ret == 10, round_.stdout.str()
     # a third sibling that changes a third file and helps nothing

@@ -29,7 +29,7 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
 
 
 def test_a_regression_is_killed_at_tier_one_and_an_improvement_promoted_then_accepted(
-    example, projects, capevolve, capsys, xdist_args
+    typical_seed_draws, example, projects, capevolve, capsys, xdist_args
 ) -> None:
     project = example("noisy_agent")
     # the no-upsell microcase would refuse the regression before any rollout: screen it instead
