@@ -3,8 +3,9 @@
 Each task has a hidden difficulty (some always pass, some never, most in between) and a
 category. The capability's markdown files carry rules (``RULE:<name>``); each rule shifts the
 log-odds of success per category. A rollout draws its outcome from a generator seeded by the
-trial seed, the task and the candidate folder's name, so results are reproducible while two
-folders with the same bytes still differ from run to run the way a real agent's do. The
+trial seed, the task and the name of the folder it runs from, so two folders with the same bytes
+(null controls) draw differently, as a real agent's runs do. A session runs each candidate from a
+folder named from its run's secret: a new run draws anew, as a real model would. The
 agent closes each ticket with the candidate's ``tools/reply.py``; if that tool breaks, the
 ticket is escalated.
 """
@@ -86,13 +87,9 @@ class NoisyAgentAdapter:
             RULE_EFFECTS.get(rule, {}).get(category, 0.0) for rule in rules
         )
         p_success = 1.0 / (1.0 + math.exp(-logit))
-        # The folder's identity stands in for an API's nondeterminism: two folders with equal
-        # bytes still draw differently (a snapshot folder is named by its tag's folder).
-        folder = Path(ctx).parent.name if Path(ctx).name == "files" else Path(ctx).name
-        # the seed runs from its snapshot (candidates/seed/files); its draws keep the key of
-        # the folder it was written in, so its numbers are the ones it always had
-        folder = "capability" if folder == "seed" else folder
-        key = f"{seed}:{task.id}:{folder}".encode()
+        # The folder's name stands in for an API's nondeterminism: two folders with equal bytes
+        # still draw differently. It names no tag and no one can pick it (the run's secret does).
+        key = f"{seed}:{task.id}:{Path(ctx).name}".encode()
         draw = random.Random(hashlib.sha256(key).hexdigest()).random()
         output = "resolved" if draw < p_success else "escalated"
         try:

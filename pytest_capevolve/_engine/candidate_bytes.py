@@ -1,12 +1,12 @@
 """Which bytes a rollout runs with: the candidate's read-only snapshot, checked before and after;
 and workers on a copy of the project.
 
-A candidate is evaluated from its snapshot (``candidates/<tag>/files``), never from the folder
-the optimizer may still be editing. The snapshot's hash and listing are checked at first use;
-before and after every rollout a cheap stamp (sizes, inodes, times; a folder listed again only
-when its own times moved) is compared, and a
-snapshot moved before or *during* a rollout is re-checked (other bytes make it missing data). An
-unmoved stamp after one rollout is the next one's before: a move in between is seen after it.
+A candidate is evaluated from its snapshot (``snapshots/<name>``, named from the run's secret),
+never from the folder the optimizer may still be editing. The snapshot's hash and listing are
+checked at first use; before and after every rollout a cheap stamp (sizes, inodes, times; a folder
+listed again only when its own times moved) is compared, and a snapshot moved before or *during* a
+rollout is re-checked (other bytes make it missing data). An unmoved stamp after one rollout is the
+next one's before: a move in between is seen after it.
 
 A worker on a copy of the project — another folder (``--tx popen//chdir=COPY``) or machine
 (``--tx ssh=HOST//chdir=COPY``), in place of xdist's deprecated ``--rsyncdir`` — loads the spec
@@ -186,7 +186,7 @@ class CandidateBytes:
             return self._verify(tag, snapshot, digest, stamp_of(snapshot))
         found = snapshot if snapshot.is_dir() else source
         try:
-            private = self._private_copy(tag, found)
+            private = self._private_copy(snapshot.name, found)
             actual = content_hash(private)
         except (OSError, CandidateError) as exc:
             actual = f"unreadable ({exc})"
@@ -209,7 +209,7 @@ class CandidateBytes:
             return _Checked(folder, stamp, digest)
         what = [f"{p} (added)" for p in extra]
         if actual != digest:
-            registered = registered_files(folder)
+            registered = registered_files(folder, tag)
             what += compare_digests(file_digests(folder), registered) if registered is not None else []
         named = ", ".join(f"{folder}/{w}" for w in what[:3]) or f"{folder} (hashes to {actual})"
         return (
@@ -218,12 +218,13 @@ class CandidateBytes:
             "--capevolve-new-run, or register the new bytes under a new tag)"
         )
 
-    def _private_copy(self, tag: str, found: Path) -> Path:
-        """``found``'s candidate files copied where nothing but this process writes."""
+    def _private_copy(self, name: str, found: Path) -> Path:
+        """``found``'s candidate files copied where nothing but this process writes, under its
+        snapshot's ``name`` (never its tag: the folder a rollout runs from does not name it)."""
         if self._private is None:
             self._private = Path(tempfile.mkdtemp(prefix="capevolve-worker-"))
             atexit.register(shutil.rmtree, self._private, ignore_errors=True)
-        dest = self._private / tag
+        dest = self._private / name
         root = found.resolve()
         for path in iter_files(found):
             target = dest / path.relative_to(root)

@@ -118,7 +118,11 @@ def render_runmap(run_id: str, root: str, workdir: Path, tag: str, parent: str, 
         ("`prior_iterations/<tag>/` (here)", "per earlier round: `diff.patch`, `verdict.txt`, `JOURNAL.md`"),
         (f"`{root}/rollouts/val/<task>__<tag>__t<k>.json`", "val rollouts: input, output, feedback"),
         (f"`{root}/verdicts/<tag>.json`", "every number a verdict rests on"),
-        (f"`{root}/candidates/<tag>/files/`", "the read-only snapshot of every evaluated candidate"),
+        (
+            f"`{root}/candidates/<tag>/candidate.json`",
+            "each evaluated candidate's content hash and files (its read-only snapshot, in `snapshots/` "
+            "under a name that does not say its tag: `capevolve work new NEW --from TAG` copies it)",
+        ),
         (f"`{root}/hill_climb/<tag>/`", "per hill-climb round: prompt, optimizer output, diff, log, outcome"),
         (f"`{root}/state.json`", "best, iterations, stall, what was spent"),
         (f"`{root}/events.jsonl`", "the record: every event, hash-chained (read it; never edit it)"),

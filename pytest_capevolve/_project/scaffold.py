@@ -78,11 +78,9 @@ class Adapter:
         if rule and rule in prompt:
             p_right = 0.9
         # the folder's name stands in for an API's nondeterminism: two byte-identical candidates
-        # (null controls) still draw differently, as a real model's do
-        # (a session runs each candidate from its snapshot, .capevolve/runs/<id>/candidates/<tag>/files;
-        # the seed keeps the name of its own folder, so its draws are the same wherever it runs)
-        tag = Path(ctx).parent.name if Path(ctx).name == "files" else Path(ctx).name
-        folder = "capability" if tag == "seed" else tag
+        # (null controls) still draw differently, as a real model's do (a session runs each
+        # candidate from a snapshot folder named from its run's secret: a new run draws anew)
+        folder = Path(ctx).name
         draw = random.Random(hashlib.sha256(f"{seed}:{task.id}:{folder}".encode()).hexdigest()).random()
         right = int(task.target)
         wrong = task.input["a"] if kind != "add" else right + 1  # forgot to convert / off by one

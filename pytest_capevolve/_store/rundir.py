@@ -80,12 +80,12 @@ class RunDir:
         self.log = EventLog(self.events_path, self.lock)
         self.claims = Claims(root, self.log.append_event)
         self.state = RunState(self.state_path, self.spec_lock_path, self.log, self.notices)
-        self.snapshots = Snapshots(root, self.run_id, self.log, self.project_dir)
+        self.order_secret = OrderSecret(root, self.log)  # keys task orders, names snapshot folders
+        self.snapshots = Snapshots(root, self.run_id, self.log, self.project_dir, self.order_secret.read)
         self.rollouts = RolloutFiles(
             root, self.run_id, self.log, self.state, self.index, self.rollout_path, self.notices, self.claims
         )
         self.verdicts = Verdicts(root, self.log)
-        self.order_secret = OrderSecret(root, self.log)  # keys the sequential gate's task orders
         self.pages_stamp = PagesStamp(self.views_path)
         # the files derived from the log, in the order verify checks them (one repair path)
         self.log_views: tuple[LogView, ...] = (

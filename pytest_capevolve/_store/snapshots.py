@@ -1,16 +1,24 @@
-"""Candidate snapshots: ``candidates/<tag>/files`` holds the bytes a tag was evaluated with.
+"""Candidate snapshots: ``snapshots/<name>`` holds the bytes a tag was evaluated with, and
+``candidates/<tag>/candidate.json`` what they were registered as.
 
 A tag names one capability forever: different bytes under a known tag are refused. Snapshots are
-staged, renamed into place and made read-only; every session evaluates the snapshot, never its source."""
+staged, renamed into place and made read-only; every session evaluates the snapshot, never its source.
+The folder a rollout runs from (its code's ``__file__``, ``ctx``, cwd) is named from the run's secret,
+never from the tag (:func:`folder_name`): the best's code cannot tell its null controls' runs from its
+own, and no optimizer can choose a name, or compute one before the run's secret exists, that a
+simulator keyed on the folder turns into lucky draws."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import hmac
 import json
 import os
 import secrets
 import shutil
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -29,21 +37,47 @@ from .files import RunDirError, atomic_write_json, read_run_json
 from .log.event_kinds import CANDIDATE_REGISTERED
 from .log.events import EventLog
 
+SNAPSHOTS_DIR = "snapshots"
+
+
+def folder_name(secret: bytes, tag: str) -> str:
+    """The name of the folder ``tag`` is evaluated from: a MAC of the tag under the run's secret
+    (a key of its own, derived from the secret the sequential gate's orders use), 64 bits."""
+    key = hmac.new(secret, b"capevolve-snapshot-folder", hashlib.sha256).digest()
+    return hmac.new(key, tag.encode(), hashlib.sha256).hexdigest()[:16]
+
 
 class Snapshots:
-    """The run's candidates (``run.snapshots``)."""
+    """The run's candidates (``run.snapshots``); ``secret`` reads the run's secret (controller only:
+    workers get each folder in the plan)."""
 
-    def __init__(self, root: Path, run_id: str, log: EventLog, project_dir: Path | None) -> None:
+    def __init__(
+        self, root: Path, run_id: str, log: EventLog, project_dir: Path | None, secret: Callable[[], bytes]
+    ) -> None:
         self.root = root
         self.run_id = run_id
         self.log = log
         self.project_dir = project_dir
+        self._secret = secret
+        self._names: dict[str, str] = {}
 
     def candidate_dir(self, tag: str) -> Path:
+        """What people read about ``tag`` (``candidate.json``), named by the tag: nothing runs here."""
         return self.root / "candidates" / check_tag(tag)
 
     def snapshot_dir(self, tag: str) -> Path:
-        return self.candidate_dir(tag) / "files"
+        """The folder ``tag``'s rollouts and microcases run from, named by :func:`folder_name`. A run an
+        older version made ran them from ``candidates/<tag>/files``: refused, with the way on."""
+        name = self._names.get(tag)
+        if name is None:
+            if (self.candidate_dir(tag) / "files").is_dir():
+                raise RunDirError(
+                    f"run {self.run_id} was made by an older pytest-capevolve, which ran each candidate from "
+                    f"a folder named by its tag ({self.candidate_dir(tag) / 'files'}), so candidate code "
+                    "could read which tag it ran as; start a new run (--capevolve-new-run)"
+                )
+            name = self._names[tag] = folder_name(self._secret(), check_tag(tag))
+        return self.root / SNAPSHOTS_DIR / name
 
     def snapshot_size(self, tag: str) -> int:
         return sum(p.stat().st_size for p in self.snapshot_dir(tag).rglob("*") if p.is_file())
@@ -70,16 +104,18 @@ class Snapshots:
         self._refuse_reserved(tag, digest)
         if self.refuse_other_bytes(tag, source, digest):
             return digest
-        dest = self.candidate_dir(tag)
+        dest, snapshot = self.candidate_dir(tag), self.snapshot_dir(tag)
         staging = dest.with_name(f".{tag}.staging-{secrets.token_hex(4)}")
-        files_dir = staging / "files"
+        files_dir = snapshot.with_name(f".{snapshot.name}.staging-{secrets.token_hex(4)}")
         files_dir.mkdir(parents=True)
+        staging.mkdir(parents=True)
         for path in iter_files(source):
             target = files_dir / path.relative_to(source.resolve())
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
         if content_hash(files_dir) != digest:  # the source changed while it was copied
-            shutil.rmtree(staging, ignore_errors=True)
+            for folder in (staging, files_dir):
+                shutil.rmtree(folder, ignore_errors=True)
             raise CandidateError(
                 f"{source} changed while it was being registered as {tag!r}; register it again "
                 "once nothing writes to it"
@@ -91,6 +127,7 @@ class Snapshots:
         atomic_write_json(
             staging / "candidate.json", {"tag": tag, "source": stored, "content_hash": digest, "files": files}
         )
+        _move_into_place(files_dir, snapshot, digest, lambda: self.candidate_hash(tag) is not None)
         try:
             os.rename(staging, dest)
         except OSError:
@@ -140,11 +177,35 @@ class Snapshots:
         return sorted(p.name for p in base.glob("*") if (p / "candidate.json").is_file())
 
 
-def registered_files(snapshot: Path) -> dict[str, str] | None:
-    """Each file's sha256 as registered beside ``snapshot`` (None: old runs): to name what changed,
-    never to decide that it did."""
+def _move_into_place(staged: Path, snapshot: Path, digest: str, registered: Callable[[], bool]) -> None:
+    """``staged`` renamed to ``snapshot``. One there already is kept when the tag is ``registered``
+    (another session registered it first: its ``candidate.json`` names the bytes it holds) or holds
+    ``digest``; else it is what a registration stopped before its ``candidate.json`` left: replaced."""
+    snapshot.parent.mkdir(exist_ok=True)
     try:
-        found = json.loads((snapshot.parent / "candidate.json").read_text(encoding="utf-8"))
+        os.rename(staged, snapshot)
+        return
+    except OSError:
+        if not registered() and _hash_or_none(snapshot) != digest:
+            shutil.rmtree(snapshot, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                os.rename(staged, snapshot)
+    shutil.rmtree(staged, ignore_errors=True)
+
+
+def _hash_or_none(folder: Path) -> str | None:
+    try:
+        return content_hash(folder)
+    except (OSError, CandidateError):
+        return None
+
+
+def registered_files(snapshot: Path, tag: str) -> dict[str, str] | None:
+    """Each file's sha256 as ``tag`` registered it, beside the run's ``snapshot`` folder (None: old
+    runs): to name what changed, never to decide that it did."""
+    meta = snapshot.parent.parent / "candidates" / tag / "candidate.json"
+    try:
+        found = json.loads(meta.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     files = found.get("files") if isinstance(found, dict) else None

@@ -62,7 +62,7 @@ def test_an_edited_snapshot_of_accepted_bytes_is_not_adopted(
     fix_list_big_accepted, projects, capevolve, capsys
 ):
     project = fix_list_big_accepted
-    snapshot = projects.run_dir(project) / "candidates" / "big" / "files"
+    snapshot = projects.snapshot(project, "big")
     snapshot.chmod(0o755)
     (snapshot / "prompt.md").chmod(0o644)
     (snapshot / "prompt.md").write_text(

@@ -27,7 +27,11 @@ import pytest
 from pytest_capevolve._confine.landlock import abi
 
 DRAW = '        output = "resolved" if draw < p_success else "escalated"'
-BOOSTED = '        output = "resolved" if folder.startswith("noop") or draw < p_success else "escalated"'
+# the boost goes to the no-op alone: its prompt.md is the seed's with a blank line added
+BOOSTED = (
+    '        output = "resolved" if Path(ctx, "prompt.md").read_text().endswith("\\n\\n") or draw < p_success '
+    'else "escalated"'
+)
 
 
 def _noop_project(example, projects, trials: int = 2):
@@ -94,9 +98,9 @@ PRIME = textwrap.dedent(
         from pathlib import Path
 
         here = Path(__file__).resolve()
-        if here.parents[3].name != "candidates":
+        if here.parents[2].name != "snapshots":  # .capevolve/runs/<id>/snapshots/<name>/tools/reply.py
             return
-        src = here.parents[7] / "adapter.py"
+        src = here.parents[6] / "adapter.py"
         st = src.stat()
         text = src.read_text().replace({draw!r}, {boosted!r})
         pyc = Path(u.cache_from_source(str(src)))
@@ -146,16 +150,16 @@ WARM = textwrap.dedent(
         from pathlib import Path
 
         here = Path(__file__).resolve()
-        if here.parent.parent.name != "files":
+        if here.parents[2].name != "snapshots":  # .capevolve/runs/<id>/snapshots/<name>/tools/reply.py
             return
         broken = compile(
             "def closing_line(category):\\n    raise ValueError('unknown ticket category')\\n",
             "reply.py", "exec",
         )
-        for other in here.parents[3].iterdir():
-            if other == here.parents[2]:
+        for other in here.parents[2].iterdir():
+            if other == here.parents[1]:
                 continue
-            src = other / "files" / "tools" / "reply.py"
+            src = other / "tools" / "reply.py"
             if not src.is_file():
                 continue
             st = src.stat()
@@ -193,10 +197,11 @@ def test_a_pyc_written_into_the_seeds_snapshot_breaks_nothing_and_is_named(examp
     out = result.stdout.str()
     assert result.ret != 0, out[-2000:]  # never an accept
     assert _verdict(projects, project)["decision"] != "accept"
-    planted = list(projects.run_dir(project).glob("candidates/seed-null1/files/tools/__pycache__/*.pyc"))
+    null = projects.snapshot(project, "seed-null1")
+    planted = list(null.glob("tools/__pycache__/*.pyc"))
     assert planted, "the attack did not run"
     # the planted file is seen as what it is, an added file, and the null is not measured with it
-    assert "candidates/seed-null1/files/tools/__pycache__/" in out and ".pyc (added)" in out, out[-3000:]
+    assert f"{null}/tools/__pycache__/" in out and ".pyc (added)" in out, out[-3000:]
     nulls = [r for k, r in projects.rollout_records(project).items() if k[2] == "seed-null1"]
     assert all(r["reward"] is None for r in nulls)  # missing data, never a 0
 

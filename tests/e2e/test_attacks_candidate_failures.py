@@ -25,7 +25,7 @@ class RedrawingAdapter(NoisyAgentAdapter):
     candidate's reply tool closes the ticket, as in the example."""
 
     def run_target(self, task, ctx, *, seed):
-        folder = Path(ctx).parent.name if Path(ctx).name == "files" else Path(ctx).name
+        folder = Path(ctx).name
         drawn = Path(__file__).parent / ".draws" / f"{folder}-{task.id}-{seed}"
         if drawn.exists():
             draw = random.SystemRandom().random()
@@ -110,13 +110,13 @@ def test_a_candidate_that_exits_its_child_on_a_failing_answer_books_those_failur
 FLAKY_FIRST = '''
 
 class FlakyFirstAdapter(NoisyAgentAdapter):
-    """The API fails the first call of each rollout of half the val tasks of a candidate
-    folder (missing data), then answers."""
+    """The API fails the first call of each rollout of half the val tasks of the candidate with
+    the fare-class rule (`improved`: missing data), then answers."""
 
     def run_target(self, task, ctx, *, seed):
-        folder = Path(ctx).parent.name if Path(ctx).name == "files" else Path(ctx).name
+        folder = Path(ctx).name
         tried = Path(__file__).parent / ".tried" / f"{folder}-{task.id}-{seed}"
-        if folder == "improved" and int(task.id[1:]) % 2 == 0 and not tried.exists():
+        if "check-fare-class" in self._rules(ctx) and int(task.id[1:]) % 2 == 0 and not tried.exists():
             tried.parent.mkdir(exist_ok=True)
             tried.touch()
             return Rollout(task_id=task.id, output=None, trace={}, error="API down")

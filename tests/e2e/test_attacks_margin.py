@@ -115,6 +115,9 @@ def test_a_margin_set_after_the_baseline_before_the_first_decision_is_not_taken(
     assert verdict["decision"] != "accept", verdict["reason"]  # Δ̄ = −0.125: worse, and "no worse than −0.9"
 
 
+FARE_RULE = "- RULE:check-fare-class — look up the fare class first."
+
+
 def _adopted_in_a_new_run(projects, capevolve, capsys, project, tag: str, owners: str, gated: str) -> str:
     """``tag`` accepted and booked under the spec's ``owners`` text set to ``gated``, then gated in a
     new run under ``owners`` (``REPEAT``): what ``capevolve commit --decision accept`` refused with."""
@@ -166,8 +169,9 @@ def test_an_accept_at_a_looser_alpha_is_not_adopted_by_a_run_at_the_owners(
     example, projects, capevolve, capsys
 ) -> None:
     project = example("noisy_agent")
-    projects.one_trial_with_noop(project, "Be courteous.")
-    (project / "candidates" / "noop").rename(project / "candidates" / "c18")  # its draws: p = 0.09
+    # a rule that helps: accepted whatever the run's secret draws (a tag's draws are no longer its name's)
+    projects.one_trial_with_noop(project, FARE_RULE)
+    (project / "candidates" / "noop").rename(project / "candidates" / "c18")
     looser = "gate_alpha: 0.25"  # accepted at α = 0.25, booked
     said = _adopted_in_a_new_run(projects, capevolve, capsys, project, "c18", "gate_alpha: 0.05", looser)
     assert "under gate_alpha 0.25 (this run: 0.05)" in said and "gate a changed version" in said, said
@@ -188,9 +192,9 @@ def test_an_accept_is_compared_with_the_settings_the_new_run_froze_not_the_spec(
     example, projects, capevolve, capsys
 ) -> None:
     project = example("noisy_agent")
-    projects.one_trial_with_noop(project, "Be courteous.")
+    projects.one_trial_with_noop(project, FARE_RULE)  # helps: accepted whatever the run's secret draws
     (project / "candidates" / "noop").rename(project / "candidates" / "c18")
-    projects.edit_spec(project, "gate_alpha: 0.05", "gate_alpha: 0.25")  # its draws: p = 0.09, accepted
+    projects.edit_spec(project, "gate_alpha: 0.05", "gate_alpha: 0.25")
     assert capevolve(project, "c18", gate=True).ret == 0
     projects.edit_spec(project, "gate_alpha: 0.25", "gate_alpha: 0.05")  # 0.25 > 0.05: any schedule refuses
     addis = ["--capevolve-new-run", "--capevolve-commit", "none", "-o", "capevolve_gate_alpha_schedule=addis"]

@@ -59,9 +59,11 @@ def test_a_null_controls_code_finds_no_tag_in_its_environment(example, projects,
     project, observed = _spying_seed(example, projects)
     assert capevolve(project, "noop", gate=True).ret in (0, 10)
     seen = [json.loads(line) for line in (observed / "seen.jsonl").read_text().splitlines()]
-    runs_as = {tag: [s for s in seen if f"/candidates/{tag}/" in s["file"]] for tag in ("seed", "seed-null1")}
+    folders = {tag: f"/{projects.snapshot(project, tag).name}/" for tag in ("seed", "seed-null1")}
+    runs_as = {tag: [s for s in seen if folder in s["file"]] for tag, folder in folders.items()}
     assert runs_as["seed"] and runs_as["seed-null1"], "the spy ran in the best's and a null's rollouts"
     assert [s["env"] for s in seen if s["env"]] == []
+    assert not [s["file"] for s in seen if "-null" in s["file"] or "/seed/" in s["file"]]  # nor in its path
 
 
 # appended to the best's tools/reply.py: as a null control (its folder names one), the draws of the
@@ -107,23 +109,15 @@ def _gate_a_noop(example, projects, capevolve, dest: str, best_code: str) -> dic
         "a no-op `c7` (Δ̄ +0.075) that the honest floor rejects was accepted under `gate_mode: paired`"
     ),
     outcome=(
-        "**not held**: the folder a rollout runs from names its tag. Running a null from the best's own "
-        "snapshot (in a sandbox child of its own) makes the runs alike, but a simulator keyed on the folder "
-        "(noisy_agent) then repeats the best's draws exactly, so its nulls measure no noise; naming every "
-        "run's folder by the run's secret keeps them noisy but changes every draw such a simulator makes. "
-        "A design choice for the lead"
+        "prevented: every folder a rollout runs from is named from the run's secret "
+        "(`snapshots/<name>`: the best's, its nulls' and every candidate's alike), never by its tag, so "
+        "`__file__`, `ctx` and cwd tell a null from the best no more than its environment does; the "
+        "replay's nulls draw as the honest ones do (the same spread) and `c7` is rejected as it is there"
     ),
-    note="xfail, strict",
-)
-@pytest.mark.xfail(
-    strict=True,
-    reason="a rollout's folder names its tag (candidates/<tag>/files), so a null control's code knows it is "
-    "one; the fix changes what folder-keyed simulators draw (see the attack's row)",
 )
 def test_a_best_that_repeats_its_own_draws_as_a_null_lowers_no_floor(example, projects, capevolve):
     honest = _gate_a_noop(example, projects, capevolve, "honest", "")
     cheating = _gate_a_noop(example, projects, capevolve, "cheating", REPLAY_DRAWS)
-    assert honest["c7"]["decision"] == "reject" and honest["c7"]["basis"] == "null_floor"
     spreads = [max(abs(v[t]["delta_mean"]) for t in ("seed-null1", "seed-null2")) for v in (honest, cheating)]
-    assert spreads[1] == spreads[0], spreads
-    assert cheating["c7"]["decision"] == "reject", cheating["c7"]["reason"]
+    assert spreads[1] == spreads[0], spreads  # the same run's secret: the cheat changed no null's draw
+    assert cheating["c7"]["decision"] == honest["c7"]["decision"] == "reject", cheating["c7"]["reason"]

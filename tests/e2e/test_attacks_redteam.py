@@ -478,17 +478,12 @@ def test_an_unconfined_session_cannot_claim_a_confined_optimizer(example, projec
         "(p = 0.0035) and booked as best"
     ),
     outcome=(
-        "**not held**: the gate's α assumes the noise is independent of what the optimizer chooses; a "
-        "real model's is, a simulator keyed on names and public seeds is not. A per-run secret in the "
-        "draws (as the sequential gate's task order has) would need adapters to take it"
+        "prevented for a simulator keyed on the folder: the folder a rollout runs from is named from the "
+        "run's secret, never by its tag, so no name the optimizer picks fixes a draw, and none exists "
+        "before the run's secret does; `v44604` draws as any tag. An adapter whose noise is a function of "
+        "public inputs alone (the trial seed and the task) is still the owner's to avoid: the gate's α "
+        "assumes noise the optimizer cannot choose"
     ),
-    note="xfail, strict",
-)
-@pytest.mark.xfail(
-    strict=True,
-    reason="the trial seeds an adapter gets are public (the spec's base_seed); a simulated adapter "
-    "keyed on them and on a name the optimizer picks lets it compute every draw: a design change "
-    "for the lead (a per-run secret in the seeds breaks replay adapters keyed on them)",
 )
 def test_a_candidate_named_for_its_precomputed_draws_is_not_accepted(example, projects, capevolve):
     project = example("noisy_agent")

@@ -23,7 +23,7 @@ class UnseededAdapter(NoisyAgentAdapter):
     randomness, as an API's is: re-paying a rollout redraws it."""
 
     def run_target(self, task, ctx, *, seed):
-        drawn = Path(__file__).parent / ".draws" / f"{Path(ctx).parent.name}-{task.id}-{seed}"
+        drawn = Path(__file__).parent / ".draws" / f"{Path(ctx).name}-{task.id}-{seed}"
         if drawn.exists():
             draw = random.SystemRandom().random()
         else:

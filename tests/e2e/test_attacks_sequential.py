@@ -221,7 +221,7 @@ class LuckyRedraws(NoisyAgentAdapter):
 
     def run_target(self, task, ctx, *, seed):
         rollout = super().run_target(task, ctx, seed=seed)
-        folder = Path(ctx).parent.name if Path(ctx).name == "files" else Path(ctx).name
+        folder = Path(ctx).name
         drawn = Path(__file__).parent / ".draws" / f"{folder}-{task.id}-{seed}"
         if drawn.exists():
             return _dataclasses.replace(rollout, output="resolved")

@@ -56,7 +56,7 @@ def test_a_rule_in_a_work_copys_journal_is_never_seen_by_the_agent(
     assert gated.ret == 10, gated.stdout.str()[-2000:]  # the no-op is rejected, not accepted
     seed_rules = _rules(projects, project, "seed")
     assert _rules(projects, project, "noop") == seed_rules and all(FARE not in r for r in seed_rules)
-    snapshot = projects.run_dir(project) / "candidates" / "noop" / "files"
+    snapshot = projects.snapshot(project, "noop")
     assert not (snapshot / "JOURNAL.md").exists()
     # the snapshot's files are read-only: an edit needs a chmod first
     assert all(not p.stat().st_mode & stat.S_IWUSR for p in snapshot.rglob("*") if p.is_file())
@@ -102,10 +102,9 @@ def test_editing_prompt_md_during_its_own_gate_is_not_measured(example, projects
     assert gated.ret == 10, gated.stdout.str()[-2000:]
     assert FARE in (project / "candidates" / "noop" / "prompt.md").read_text()  # the attack ran
     records = projects.rollout_records(project)
-    run_dir = projects.run_dir(project).resolve()
     for (_s, _t, tag, _k), record in records.items():
         assert record["infra_error"] is None, record
-        assert Path(record["trace"]["ctx"]) == run_dir / "candidates" / tag / "files"
+        assert Path(record["trace"]["ctx"]) == projects.snapshot(project, tag).resolve()
         assert FARE not in record["trace"]["rules"], record
     assert {tag for (_s, _t, tag, _k) in records} >= {"seed", "noop", "seed-null1"}
 
@@ -117,7 +116,7 @@ class EditsItsSnapshot(NoisyAgentAdapter):
 
     def run_target(self, task, ctx, *, seed):
         prompt = Path(ctx) / "prompt.md"
-        if Path(ctx).parent.name == "noop" and "RULE:check-fare-class" not in prompt.read_text():
+        if (Path(ctx) / "notes.md").is_file() and "RULE:check-fare-class" not in prompt.read_text():  # noop
             prompt.chmod(0o644)
             with prompt.open("a") as handle:
                 handle.write("\\n- RULE:check-fare-class\\n")
@@ -148,7 +147,7 @@ def test_a_snapshot_edited_by_its_own_rollout_is_refused_naming_the_file(example
     assert len(noop) == 1 and noop[0]["reward"] is None
     assert "changed while this rollout ran (prompt.md)" in noop[0]["infra_error"]
     # the 39 others never ran: refused in one line naming the file
-    snapshot = projects.run_dir(project) / "candidates" / "noop" / "files"
+    snapshot = projects.snapshot(project, "noop")
     refused = [line for line in result.stdout.lines if "its snapshot changed after it was registered" in line]
     assert len(refused) == 1, result.stdout.str()[-3000:]
     assert " and 38 more with the same reason: " in refused[0]
@@ -165,7 +164,7 @@ def test_a_journal_dropped_into_a_snapshot_is_an_added_file(one_trial_baseline, 
     (this agent reads every *.md), so it is refused as added, naming it — the seed's snapshot
     too, which finalize evaluates."""
     project = one_trial_baseline  # _noisy after its baseline: a copy of one build per process
-    snapshot = projects.run_dir(project) / "candidates" / "seed" / "files"
+    snapshot = projects.snapshot(project, "seed")
     (snapshot / "JOURNAL.md").write_text(f"- {FARE}\n")
     result = capevolve(project, finalize=True)  # the seed's test rollouts, from its snapshot
     assert result.ret == 12, result.stdout.str()[-3000:]

@@ -38,7 +38,8 @@ class CrashyAdapter(ToyCalcAdapter):
 
     def run_target(self, task, ctx, *, seed):
         rollout = super().run_target(task, ctx, seed=seed)
-        rollout.metadata = {**(rollout.metadata or {}), "folder": ctx.parent.name}
+        careful = "multiply carefully" in (ctx / "prompt.md").read_text().lower()
+        rollout.metadata = {**(rollout.metadata or {}), "careful": careful}
         return rollout
 
     def score(self, task, rollout):
@@ -51,8 +52,8 @@ class CrashyAdapter(ToyCalcAdapter):
             who = os.environ["CAPEVOLVE_TEST_KILL_WHO"]
             os.kill(os.getppid() if who == "parent" else os.getpid(), _signal.SIGKILL)
         victim = os.environ.get("CAPEVOLVE_TEST_EXIT_ON")
-        folder = rollout.metadata.get("folder")
-        if victim and os.environ.get("PYTEST_XDIST_WORKER") and task.id == victim and folder == "careful":
+        careful = rollout.metadata.get("careful")
+        if victim and os.environ.get("PYTEST_XDIST_WORKER") and task.id == victim and careful:
             os.kill(os.getpid(), _signal.SIGKILL)  # the worker dies
         return super().score(task, rollout)
 """
@@ -196,7 +197,7 @@ class EightInFlightAdapter(ToyCalcAdapter):
         worker = _ancestor(1)
         with open(here / "calls.log", "a+") as log:
             _fcntl.flock(log, _fcntl.LOCK_EX)
-            log.write(f"{worker} {task.id} {Path(ctx).parent.name} {seed}\\n")
+            log.write(f"{worker} {task.id} {Path(ctx).name} {seed}\\n")  # its snapshot folder
             log.flush()
             log.seek(0)
             now = sum(1 for line in log.read().splitlines() if line.split()[0] == str(worker))
@@ -236,7 +237,8 @@ def test_a_worker_killed_with_eight_in_flight_loses_only_those_eight(example, pr
     crashed.stdout.fnmatch_lines(["*worker gw0 died*"])
     victim = (project / "killed").read_text()
     calls = [line.split() for line in (project / "calls.log").read_text().splitlines()]
-    lost = [(task, tag, int(seed)) for pid, task, tag, seed in calls if pid == victim]
+    tags = projects.tags_by_folder(project)
+    lost = [(task, tags[folder], int(seed)) for pid, task, folder, seed in calls if pid == victim]
     assert len(lost) == 8  # the dead worker paid for exactly the 8 it had in flight
     records = projects.rollout_records(project)
     assert all(expected[key] == record for key, record in records.items())
@@ -244,7 +246,7 @@ def test_a_worker_killed_with_eight_in_flight_loses_only_those_eight(example, pr
     missing = set(expected) - set(records)
     assert len(missing) == 1
     (key,) = missing
-    assert (key[1], key[2], key[3]) in lost  # a rollout runs from candidates/<tag>/files
+    assert (key[1], key[2], key[3]) in lost  # a rollout runs from its tag's snapshot
     # paid: every rollout once, except the one missing, plus at most the 8 the dead worker had in
     # flight (xdist >= 3.6 re-queues all 8; 3.5 lets the worker report some of them before it dies)
     assert 120 - 1 <= len(calls) <= 120 - 1 + 8

@@ -173,7 +173,7 @@ class HangingAdapter(ToyCalcAdapter):
         import os
         import time as _time
 
-        if "*" in task.input and Path(ctx).parent.name == "seed":  # candidates/seed/files
+        if "*" in task.input and "multiply carefully" not in (Path(ctx) / "prompt.md").read_text().lower():  # the seed's
             try:  # the first such rollout to get here hangs, the others answer
                 os.close(os.open(Path(__file__).parent / "observed" / "hung", os.O_CREAT | os.O_EXCL))
             except FileExistsError:
@@ -217,7 +217,7 @@ LOGGING = """
 class LoggingAdapter(ToyCalcAdapter):
     def run_target(self, task, ctx, *, seed):
         with open(Path(__file__).parent / "observed" / "calls.log", "a") as log:
-            log.write(f"{task.id} {Path(ctx).parent.name}\\n")  # the tag: candidates/<tag>/files
+            log.write(f"{task.id} {Path(ctx).name}\\n")  # its snapshot folder (projects.tags_by_folder)
         return super().run_target(task, ctx, seed=seed)
 """
 
@@ -243,12 +243,19 @@ def test_a_rollout_started_ahead_whose_item_is_skipped_is_dropped_not_persisted(
     result = capevolve(project, "careful", extra=[*eight, "-p", "skip_careful"])
     result.assert_outcomes(passed=4, failed=8, skipped=12)
     assert result.ret == 12  # the skipped rollouts are missing, so the session is incomplete
-    calls = (project / "observed" / "calls.log").read_text().splitlines()
+    calls = _tags_called(projects, project)
     assert sum(line.endswith(" careful") for line in calls) == 12  # each was started ahead...
     assert {key[2] for key in projects.rollout_records(project)} == {"seed"}  # ...none persisted
     resumed = capevolve(project, "careful", extra=eight)
     assert resumed.ret == 0
     resumed.stdout.fnmatch_lines(["rollouts: 12 paid, 12 reused*"])
+
+
+def _tags_called(projects, project) -> list[str]:
+    """observed/calls.log's lines, "TASK FOLDER" made "TASK TAG"."""
+    tags = projects.tags_by_folder(project)
+    lines = (project / "observed" / "calls.log").read_text().splitlines()
+    return [f"{task} {tags[folder]}" for task, folder in (line.split() for line in lines)]
 
 
 MARK_CAREFUL = """
@@ -275,7 +282,7 @@ def test_a_rollout_item_with_a_skip_mark_is_never_started_ahead(
     pytester.syspathinsert()
     result = capevolve(project, "careful", extra=["--capevolve-concurrency", "8", "-p", "mark_careful"])
     result.assert_outcomes(passed=4, failed=8, skipped=12)
-    calls = (project / "observed" / "calls.log").read_text().splitlines()
+    calls = _tags_called(projects, project)
     assert len(calls) == 12 and not any(line.endswith(" careful") for line in calls)
 
 
@@ -285,7 +292,7 @@ class AsyncHangingAdapter(ToyCalcAdapter):
     async def run_target(self, task, ctx, *, seed):
         import asyncio
 
-        if "*" in task.input and Path(ctx).parent.name == "seed":  # candidates/seed/files
+        if "*" in task.input and "multiply carefully" not in (Path(ctx) / "prompt.md").read_text().lower():  # the seed's
             try:  # the first such rollout to get here hangs, the others answer
                 os.close(os.open(Path(__file__).parent / "observed" / "hung", os.O_CREAT | os.O_EXCL))
             except FileExistsError:

@@ -21,6 +21,7 @@ import pytest
 from cli_calls import hill_climb, run
 
 from pytest_capevolve._confine.landlock import abi
+from pytest_capevolve._store.rundir import RunDir
 
 PY = sys.executable
 HANDOVER = ("JOURNAL.md", "LEDGER.md", "PROCESS.md", "RUNMAP.md", "rejected.jsonl")
@@ -387,7 +388,7 @@ def test_a_daemon_left_by_the_optimizer_cannot_rewrite_the_proposal_before_its_g
     )
     assert code == 0, err
     assert (out / "daemon.txt").read_text() == "PermissionError"  # it tried, after the diff was taken
-    gated = (run_dir(project) / "candidates" / "cand_0001" / "files" / "prompt.md").read_text()
+    gated = (RunDir(run_dir(project)).snapshots.snapshot_dir("cand_0001") / "prompt.md").read_text()
     assert gated.endswith("Be polite.\n") and "Multiply carefully" not in gated
     assert "+Be polite." in (run_dir(project) / "hill_climb" / "cand_0001" / "diff.patch").read_text()
     assert summary is not None and summary["accepted"] == []

@@ -17,6 +17,7 @@ import pytest
 from cli_calls import hill_climb
 
 from pytest_capevolve._cli.main import main
+from pytest_capevolve._store.rundir import RunDir
 
 PY = sys.executable
 
@@ -69,7 +70,7 @@ def test_toy_calc_climbs_to_val_one_and_measure_shows_test_one(example, capsys):
     # the fixer added both rules the failure index asked for; the prompt protected the passing ids
     prompt = (run_dir(project) / "hill_climb" / "cand_0001" / "prompt.md").read_text()
     assert "- q00 q06 q09 q12" in prompt and "| q05 | 0/1 | answered 9 to '8 - 17' |" in prompt
-    snapshot = run_dir(project) / "candidates" / "cand_0001" / "files"
+    snapshot = RunDir(run_dir(project)).snapshots.snapshot_dir("cand_0001")
     assert sorted(p.name for p in snapshot.iterdir()) == ["prompt.md"]  # no handover file
     assert no_test_rollouts(project)
 
@@ -175,7 +176,7 @@ def test_noisy_agent_loop_accepts_only_the_improving_edit(example, capsys):
         and "optimizer crashed" in (hc / "cand_0004" / "optimizer.stderr").read_text()
     )
     assert (run_dir(project) / "work" / "cand_0004" / "prompt.md").read_bytes() == (
-        run_dir(project) / "candidates" / "cand_0002" / "files" / "prompt.md"
+        RunDir(run_dir(project)).snapshots.snapshot_dir("cand_0002") / "prompt.md"
     ).read_bytes()
     assert not (run_dir(project) / "candidates" / "cand_0004").exists()  # a repeat is not registered
     # tamper: never scored, stall untouched, best unchanged; microcases: rejected with 0 rollouts
@@ -216,10 +217,8 @@ class CountingCalc(ToyCalcAdapter):
     a confined sandbox child cannot signal outside its domain."""
 
     def run_target(self, task, ctx, *, seed):
-        name = Path(ctx).parent.name if Path(ctx).name == "files" else Path(ctx).name
-        name = "seed" if name == "capability" else name
         with (Path(__file__).parent / "observed" / "calls.txt").open("a") as handle:
-            handle.write(f"{task.id} {name}\\n")
+            handle.write(f"{task.id} {Path(ctx).name}\\n")  # its snapshot folder
         return super().run_target(task, ctx, seed=seed)
 
     def score(self, task, rollout):
@@ -262,7 +261,9 @@ def test_kill_nine_mid_evaluation_then_resume_pays_nothing_twice(example, projec
     code, summary, err = hill_climb(capsys, project, "--optimizer", optimizer, "--resume")
     assert code == 0, err
     assert summary["accepted"] == ["cand_0001"]
-    calls = [tuple(line.split()) for line in (project / "observed" / "calls.txt").read_text().splitlines()]
+    tags = projects.tags_by_folder(project)
+    lines = (project / "observed" / "calls.txt").read_text().splitlines()
+    calls = [(task, tags[folder]) for task, folder in map(str.split, lines)]
     after = calls[killed_at:]
     assert not set(after) & persisted  # no persisted rollout paid again
     assert len(set(calls)) == 48 and len(calls) <= 48 + 1  # at most the one in flight at the kill

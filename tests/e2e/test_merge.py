@@ -10,6 +10,7 @@ import pytest
 
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._loop.merge import GitMergeFile, three_way
+from pytest_capevolve._store.rundir import RunDir
 
 FARE = "- RULE:check-fare-class — look up the fare class before quoting any change or refund.\n"
 CITE = "- RULE:cite-policy — quote the policy section you relied on, so the customer can check it.\n"
@@ -97,7 +98,9 @@ def _round_of_two(built, example, capevolve) -> tuple[Path, pytest.RunResult]:
     return built("merge-round-of-two", "noisy_agent", make)
 
 
-def test_a_merge_of_two_helping_siblings_is_accepted_over_either_alone(built, example, capevolve, capsys):
+def test_a_merge_of_two_helping_siblings_is_accepted_over_either_alone(
+    typical_seed_draws, built, example, capevolve, capsys
+):
     """In process: a work copy gated under -n 2 is test_an_agent_mode_loop_books_each_decision_once's."""
     project, round_ = _round_of_two(built, example, capevolve)
     # the sibling problem: improved is accepted; policy, re-gated against it, can only replace it
@@ -149,7 +152,9 @@ def test_a_merge_of_two_helping_siblings_is_accepted_over_either_alone(built, ex
     assert sorted(booked["changed_files"]) == ["prompt.md (changed)", "skills/policy.md (changed)"]
 
 
-def test_integrate_keeps_only_the_additions_that_clear_the_gate(built, example, capevolve, capsys):
+def test_integrate_keeps_only_the_additions_that_clear_the_gate(
+    typical_seed_draws, built, example, capevolve, capsys
+):
     project, round_ = _round_of_two(built, example, capevolve)
     assert round_.ret == 10, round_.stdout.str()
     # a third sibling that changes a third file and helps nothing
@@ -198,7 +203,7 @@ def test_integrate_keeps_only_the_additions_that_clear_the_gate(built, example, 
     assert answer["result"] == answer["best"] == "merged-3"
     rundir = run_dir(project)
     # the kept candidate holds the kept additions only: the dropped tweak is not in it
-    kept = rundir / "candidates" / "merged-3" / "files"
+    kept = RunDir(rundir).snapshots.snapshot_dir("merged-3")
     assert (kept / "tools/reply.py").read_bytes() == (project / "capability/tools/reply.py").read_bytes()
     assert FARE in (kept / "prompt.md").read_text() and CITE in (kept / "skills/policy.md").read_text()
     assert (rundir / "merge" / "merged" / "merged-2.log").is_file()

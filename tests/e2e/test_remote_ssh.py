@@ -61,6 +61,9 @@ def test_ssh_workers_give_the_records_of_a_plain_run_and_write_nothing_into_thei
 
     project = example("noisy_agent", dest="origin/noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 1")
+    # its run made here, with the suite's fixed secret, so the session in a child below (which would draw
+    # a secret of its own) runs each candidate from a folder of the same name as the local run's
+    assert capevolve(project, "improved", extra=["--collect-only"]).ret == 0
     copy = pytester.path / "worker" / "noisy_agent"  # what `rsync -a PROJECT/ host:/srv/PROJECT/` makes
     shutil.copytree(project, copy)
     before = _files(copy)

@@ -127,9 +127,9 @@ class DriftAdapter:
         return [Task(id=f"d{i:02d}", input=i, target=None) for i in range(24)]
 
     def run_target(self, task, ctx, *, seed):
-        name = ctx.parent.name if ctx.name == "files" else ctx.name
-        reward = 0.5 + 0.1 * (unit(f"{task.id}:{name}") - 0.5)
-        if name == "drifty":
+        prompt = (ctx / "prompt.md").read_text()
+        reward = 0.5 + 0.1 * (unit(f"{task.id}:{ctx.name}") - 0.5)
+        if prompt == "drifty\\n":
             reward += 0.15 if (seed // STRIDE) % 2 == 0 else -0.15
         return Rollout(output=round(reward, 6))
 

@@ -214,7 +214,7 @@ class BetweenPhasesAdapter(ToyCalcAdapter):
     being logged: between two items' phases, when pytest captures nothing."""
 
     def run_target(self, task, ctx, *, seed):
-        if task.id == "q00" and Path(ctx).parent.name == "careful":
+        if task.id == "q00" and "multiply carefully" in (Path(ctx) / "prompt.md").read_text().lower():
             assert _handshake.REPORTING.read_text() == "reporting"
             print("hello from", task.id)
             _handshake.WRITTEN.write_text("written")

@@ -210,7 +210,7 @@ PRINTING = """
 
 class PrintingAdapter(ToyCalcAdapter):
     def run_target(self, task, ctx, *, seed):
-        print(f"working on {task.id} for {Path(ctx).parent.name}")
+        print(f"working on {task.id} in {Path(ctx).name}")
         if task.id == "q10":
             raise RuntimeError("the adapter's own bug")
         return super().run_target(task, ctx, seed=seed)
@@ -233,7 +233,7 @@ def test_failed_rollouts_stay_in_durations_and_show_their_output_with_ra(
         task = match.group(2)
         # its captured stdout right under its line, and nobody else's
         assert re.fullmatch(r"-+ Captured stdout call -+", lines[n + 1]), lines[n : n + 3]
-        assert lines[n + 2].startswith(f"working on {task} for ")
+        assert lines[n + 2].startswith(f"working on {task} in ")
     start = next(n for n, line in enumerate(lines) if "slowest durations" in line)
     timed = {line.split()[-1] for line in lines[start:] if re.match(r"^\d+\.\d+s call ", line)}
     for _n, match in failed:
@@ -242,4 +242,4 @@ def test_failed_rollouts_stay_in_durations_and_show_their_output_with_ra(
     # an infra error (the adapter raised): what it printed before, under its own line too
     at = lines.index("INFRA val::q10[seed-t0]")
     assert re.fullmatch(r"-+ Captured stdout call -+", lines[at + 1])
-    assert lines[at + 2].startswith("working on q10 for ")
+    assert lines[at + 2].startswith("working on q10 in ")

@@ -12,7 +12,8 @@ import pytest
 
 from pytest_capevolve._engine.candidate_bytes import CandidateBytes, CandidateMismatch
 from pytest_capevolve._project.candidate import CandidateError, content_hash
-from pytest_capevolve._store.rundir import RunDir
+from pytest_capevolve._store.rundir import RunDir, RunDirError
+from pytest_capevolve._store.snapshots import folder_name
 
 
 def _registered(tmp_path: Path) -> tuple[Path, Path, str]:
@@ -232,3 +233,37 @@ def test_bytes_written_through_a_shared_mapping_move_no_stamp(tmp_path: Path) ->
         prompt.write_text("RULE:cite-policy\n")
         prompt.write_text("Be careful.\n")
         assert checker.changed_during("cand", snapshot, stamp) is None
+
+
+def test_the_folder_a_candidate_runs_from_names_no_tag_and_comes_from_the_runs_secret(tmp_path: Path) -> None:
+    """The best and its nulls run from folders that differ, name none of their tags, and change
+    with the run's secret: no name exists before the secret does (:func:`folder_name`)."""
+    _source, snapshot, _digest = _registered(tmp_path)
+    snapshots = RunDir(tmp_path / "run").snapshots
+    names = {tag: snapshots.snapshot_dir(tag).name for tag in ("seed", "seed-null1", "seed-null2", "cand")}
+    assert snapshot.name == names["cand"] and len(set(names.values())) == 4
+    assert not any(tag in name for tag in names for name in names.values())
+    assert snapshot.parent == tmp_path / "run" / "snapshots"  # not under candidates/<tag>/
+    assert folder_name(bytes(32), "seed") != folder_name(bytes([1] * 32), "seed")
+
+
+def test_a_snapshot_left_by_a_stopped_registration_is_replaced(tmp_path: Path) -> None:
+    """A registration stopped between its snapshot and its ``candidate.json`` leaves a folder no tag
+    holds: the next registration of the tag replaces it with its own bytes."""
+    source = tmp_path / "cand"
+    source.mkdir()
+    (source / "prompt.md").write_text("Be careful.\n")
+    snapshots = RunDir(tmp_path / "run").snapshots
+    left = snapshots.snapshot_dir("cand")
+    left.mkdir(parents=True)
+    (left / "prompt.md").write_text("other bytes\n")
+    digest = snapshots.register_candidate("cand", source)
+    assert content_hash(left) == digest == snapshots.candidate_hash("cand")
+
+
+def test_a_run_an_older_version_made_is_refused_with_the_way_on(tmp_path: Path) -> None:
+    """Its candidates ran from ``candidates/<tag>/files``, a folder that names the tag."""
+    rundir = RunDir(tmp_path / "run")
+    (rundir.snapshots.candidate_dir("seed") / "files").mkdir(parents=True)
+    with pytest.raises(RunDirError, match=r"older pytest-capevolve.*start a new run \(--capevolve-new-run\)"):
+        rundir.snapshots.snapshot_dir("seed")

@@ -62,7 +62,7 @@ def project(tmp_path: Path) -> Path:
     (root / "tasks").mkdir()
     (root / "tasks" / "all.json").write_text("[]")
     (root / "live").mkdir()
-    (root / ".capevolve" / "runs" / "r1" / "candidates" / "seed" / "files").mkdir(parents=True)
+    (root / ".capevolve" / "runs" / "r1" / "snapshots" / "0123456789abcdef").mkdir(parents=True)
     spec = "adapter: adapter.py:Adapter\ncapability_path: capability\nsandbox_writable: [live]\n"
     (root / "capevolve.yaml").write_text(spec)
     return root
@@ -81,7 +81,7 @@ def test_the_fence_hides_the_run_dir_the_gold_files_and_a_shared_ledger(project)
         project.parent / "team" / "ledger.jsonl",
     }
     assert project / "adapter.py" not in fence.hidden and project / "capability" not in fence.hidden
-    snapshot = project / ".capevolve" / "runs" / "r1" / "candidates" / "seed" / "files"
+    snapshot = project / ".capevolve" / "runs" / "r1" / "snapshots" / "0123456789abcdef"
     boundary = fence.boundary(snapshot, project.parent / "scratch")
     assert boundary.writable == (project.parent / "scratch", project / "live")
     assert boundary.readable == (snapshot,)  # granted although it lies inside the hidden run dir

@@ -56,9 +56,10 @@ def test_gate_config_takes_the_spec_and_the_overrides(tmp_path):
 
 def test_evidence_judges_from_records_and_counts_infra_errors(tmp_path, val_rollout):
     record = val_rollout
+    (tmp_path / "run").mkdir()
     rundir = RunDir(tmp_path / "run")
     for tag, size in (("cand", 3), ("best", 5)):
-        files = rundir.snapshots.candidate_dir(tag) / "files"
+        files = rundir.snapshots.snapshot_dir(tag)
         files.mkdir(parents=True)
         (files / "prompt.md").write_text("x" * size)
         (files / "sub").mkdir()
@@ -90,6 +91,7 @@ def test_null_deltas_and_the_calibration_alarm():
 
 
 def test_write_verdict_writes_the_file_and_logs_the_event(tmp_path):
+    (tmp_path / "run").mkdir()
     rundir = RunDir(tmp_path / "run")
     verdict = judge(np.ones((6, 1)), np.zeros((6, 1)))
     rundir.verdicts.write_verdict(judging.verdict_file(verdict, null_control=False))
@@ -119,9 +121,10 @@ def test_write_verdict_writes_the_file_and_logs_the_event(tmp_path):
 
 def test_evidence_passes_tags_sizes_and_infra_counts(tmp_path, val_rollout):
     record = val_rollout
+    (tmp_path / "run").mkdir()
     rundir = RunDir(tmp_path / "run")
     for tag, size in (("small", 1), ("big", 9)):
-        files = rundir.snapshots.candidate_dir(tag) / "files"
+        files = rundir.snapshots.snapshot_dir(tag)
         files.mkdir(parents=True)
         (files / "prompt.md").write_text("x" * size)
     records = [record(tag, f"t{i}", 0, 1.0) for tag in ("small", "big") for i in range(4)]

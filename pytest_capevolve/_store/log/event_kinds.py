@@ -235,7 +235,9 @@ SPEC_CHANGED = Kind("spec_changed", SpecChanged, "Spec keys that moved since the
 SPLITS_FROZEN = Kind("splits_frozen", SplitsFrozen, "The train/val/test partition was written, once.")
 HARNESS_LOCKED = Kind("harness_locked", HarnessLocked, "The digests of the harness, locked with the run.")
 TASK_KEYS = Kind("task_keys", TaskKeys, "Each task's content key: a task across runs, whatever its id.")
-ORDER_SECRET_CREATED = Kind("order_secret_created", Secret, "The commitment to the secret that orders tasks.")
+ORDER_SECRET_CREATED = Kind(
+    "order_secret_created", Secret, "The commitment to the run's secret (task orders, snapshot names)."
+)
 ORDER_NONCE_DRAWN = Kind("order_nonce_drawn", OrderNonceDrawn, "A sequential gate's nonce for some bytes.")
 GATE_SETTINGS_FROZEN = Kind("gate_settings_frozen", GateFrozen, "The gate settings, frozen once.")
 SESSION_STARTED = Kind("session_started", Planned, "An evaluation session planned its rollouts.")

@@ -1,4 +1,5 @@
-"""The run's order secret: the key the sequential gate's task orders are derived with.
+"""The run's secret: the key the sequential gate's task orders are derived with, and the folders
+candidates run from are named with (:func:`.._store.snapshots.folder_name`).
 
 A swapped or deleted secret is refused (its SHA-256 is logged). The optimizer can read the run dir
 and grind byte variants until one's order puts its gains first, so each order also takes a nonce
@@ -38,14 +39,14 @@ class OrderSecret:
         self.log = log
 
     def recorded(self) -> str | None:
-        found = [e for e in self.log.events() if e.get("kind") == ORDER_SECRET_CREATED]
+        found = self.log.of_kinds(ORDER_SECRET_CREATED)
         return str(found[0]["sha256"]) if found else None
 
     def create(self) -> None:
         if self.recorded() is not None:
             return
         secret = new_secret()
-        self.path.parent.mkdir(mode=0o700, exist_ok=True)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         atomic_write_text(self.path, secret.hex())
         os.chmod(self.path, 0o600)
         self.log.append_event(ORDER_SECRET_CREATED, sha256=commitment(secret), path="secret/order.key")
