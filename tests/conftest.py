@@ -82,7 +82,8 @@ FIXED_ORDER_SECRET = bytes(range(32))
 # so a gain gated against it at few trials can look like none. The tests whose claim is such a gain
 # (or a regression killed on a subset) pin this one instead (:func:`typical_seed_draws`):
 # sha256(b"capevolve-test-secret-17"), the first N whose seed draws sit within ±0.6 SD of their
-# expectation at 1, 2 and 5 trials (z = -0.15, -0.56, +0.10).
+# expectation at 1, 2 and 5 trials (z = -0.15, -0.56, +0.10). Sessions the suite starts as child
+# processes of docs pages take it too (tests/child_secret/sitecustomize.py).
 TYPICAL_SEED_SECRET = bytes.fromhex("bdea656368382bec0ecb5c0418e8c333e9831d38632831b921289ba8b4181944")
 
 
