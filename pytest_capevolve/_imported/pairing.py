@@ -68,35 +68,12 @@ def pair(
     base, cand = _trial_keys(baseline, by_label), _trial_keys(candidate, by_label)
     task_ids = list(dict.fromkeys([*base, *cand]))
     columns = _order({k for side in (base, cand) for trials in side.values() for k in trials})
-    where = {k: j for j, k in enumerate(columns)}
-    matrices = [np.full((len(task_ids), len(columns)), np.nan) for _ in range(2)]
-    errors, lacking = [0, 0], [0, 0]
-    for side, (keyed, matrix) in enumerate(zip((base, cand), matrices, strict=True)):
-        for i, task in enumerate(task_ids):
-            for key, outcome in keyed.get(task, {}).items():
-                if outcome.reward is None:
-                    errors[side] += 1
-                else:
-                    matrix[i, where[key]] = outcome.reward
+    matrices, errors = zip(*(_matrix(keyed, task_ids, columns) for keyed in (base, cand)), strict=True)
     # a trial one run measured and the other has no row for is missing data like an errored one,
     # counted with the errors so the gate's worst-case imputation weighs it
-    for side, (mine, other) in enumerate(((base, cand), (cand, base))):
-        lacking[side] = sum(
-            key not in mine.get(task, {}) and outcome.reward is not None
-            for task, trials in other.items()
-            for key, outcome in trials.items()
-        )
-        errors[side] += lacking[side]
-    seeds, one_sided, one_file = [], 0, 0
-    for task in set(base) & set(cand):
-        for key in set(base[task]) | set(cand[task]):
-            a, b = base[task].get(key), cand[task].get(key)
-            one_file += (a is None) != (b is None)
-            measured = [o for o in (a, b) if o is not None and o.reward is not None]
-            if len(measured) == 1:
-                one_sided += 1
-            elif len(measured) == 2 and a is not None and b is not None:
-                seeds.append((a.seed, b.seed))
+    lacking = [_lacking(base, cand), _lacking(cand, base)]
+    errors = tuple(e + n for e, n in zip(errors, lacking, strict=True))
+    seeds, one_sided, one_file = _shared_rows(base, cand)
     return Pairing(
         task_ids=task_ids,
         baseline=matrices[0],
@@ -113,6 +90,48 @@ def pair(
         labels_differ=_labels_differ(base, cand) if by_label else None,
         clusters=_clusters(task_ids, (baseline, candidate), cluster_map),
     )
+
+
+Keyed = dict[str, dict[str, Outcome]]
+
+
+def _matrix(keyed: Keyed, task_ids: list[str], columns: list[str]) -> tuple[np.ndarray, int]:
+    """One run's rewards as a task × trial matrix (NaN where it has none), and its errored trials."""
+    where = {k: j for j, k in enumerate(columns)}
+    matrix, errored = np.full((len(task_ids), len(columns)), np.nan), 0
+    for i, task in enumerate(task_ids):
+        for key, outcome in keyed.get(task, {}).items():
+            if outcome.reward is None:
+                errored += 1
+            else:
+                matrix[i, where[key]] = outcome.reward
+    return matrix, errored
+
+
+def _lacking(mine: Keyed, other: Keyed) -> int:
+    """The trials ``other`` measured that ``mine`` has no row for."""
+    return sum(
+        key not in mine.get(task, {}) and outcome.reward is not None
+        for task, trials in other.items()
+        for key, outcome in trials.items()
+    )
+
+
+def _shared_rows(base: Keyed, cand: Keyed) -> tuple[list[tuple[str | None, str | None]], int, int]:
+    """On the tasks both runs name: the seed pairs of the trials both measured, the trials only one
+    measured, the trials only one file has a row for."""
+    seeds: list[tuple[str | None, str | None]] = []
+    one_sided = one_file = 0
+    for task in set(base) & set(cand):
+        for key in set(base[task]) | set(cand[task]):
+            a, b = base[task].get(key), cand[task].get(key)
+            one_file += (a is None) != (b is None)
+            measured = [o for o in (a, b) if o is not None and o.reward is not None]
+            if len(measured) == 1:
+                one_sided += 1
+            elif len(measured) == 2 and a is not None and b is not None:
+                seeds.append((a.seed, b.seed))
+    return seeds, one_sided, one_file
 
 
 def _check_same_tasks(baseline: ImportedRun, candidate: ImportedRun) -> None:
