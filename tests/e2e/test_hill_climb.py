@@ -141,7 +141,7 @@ def test_toy_calc_cyclic_focus_rejects_what_two_tasks_cannot_show(example, capsy
     assert planned["alpha"] < 0.05
 
 
-def test_noisy_agent_loop_accepts_only_the_improving_edit(example, capsys):
+def test_noisy_agent_loop_accepts_only_the_improving_edit(example, capevolve, capsys):
     """In process (the loop under xdist: test_toy_calc_climbs_to_val_one_and_measure_shows_test_one)."""
     project = example("noisy_agent")
     # the loop's own default spends α across decisions (addis: the second decision that counts
@@ -155,6 +155,10 @@ def test_noisy_agent_loop_accepts_only_the_improving_edit(example, capsys):
         .replace("gate_alpha: 0.05", "gate_alpha: 0.05\ngate_alpha_schedule: constant")
         .replace("num_trials: 5", "num_trials: 2")
     )
+    # the run made here, where the suite's secret is pinned: the loop's sessions run in children,
+    # which would each draw a secret of their own, and with it every draw (the gain was rejected
+    # at two trials under some; a clean clone's suite failed so)
+    assert capevolve(project, extra=["--collect-only"]).ret == 0
     optimizer = f"{PY} optimizer.py {{workdir}} {{prompt}}"
     code, summary, err = hill_climb(capsys, project, "--optimizer", optimizer, "--max-iterations", "5")
     assert code == 0, err
