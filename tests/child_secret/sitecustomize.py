@@ -1,5 +1,5 @@
-"""Test-only, on PYTHONPATH for the sessions a docs page, a playbook or the newcomer's path starts as
-child processes (``docs_commands.environment``): their runs take the secret tests/conftest.py pins
+"""Test-only, on PYTHONPATH for the sessions a docs page or the newcomer's path starts as child
+processes, command by command (``docs_commands.pinned_environment``): their runs take the secret tests/conftest.py pins
 for the gains it gates (``TYPICAL_SEED_SECRET``) and empty nonces, as in-process sessions take theirs.
 The run's secret names the folders candidates run from, and the bundled noisy_agent keys its draws on
 them: without this, every such test drew a fresh run's figures, and a page's gain, which holds in
