@@ -27,11 +27,11 @@ N_TASKS = 80
 RULE_EFFECTS = {
     "verify-identity": dict.fromkeys(CATEGORIES, 0.8),
     "read-policy": dict.fromkeys(CATEGORIES, 0.5),
-    "check-fare-class": {"booking": 1.6, "refund": 1.6, "cancel": 1.6, "baggage": 0.6},
+    "check-fare-class": {"booking": 3.2, "refund": 3.2, "cancel": 3.2, "baggage": 0.6},
     "always-upsell": dict.fromkeys(CATEGORIES, -1.6),
     "baggage-first": {"baggage": 2.5, "booking": -2.5, "refund": 0.0, "cancel": 0.0},
     # in the policy skill, not the prompt: helps baggage most, where check-fare-class helps least
-    "cite-policy": {"baggage": 3.0, "booking": 1.0, "refund": 1.0, "cancel": 1.0},
+    "cite-policy": {"baggage": 4.0, "booking": 1.5, "refund": 1.5, "cancel": 1.5},
 }
 RULE_RE = re.compile(r"RULE:([a-z-]+)")
 

@@ -154,7 +154,8 @@ def test_the_first_indecisive_by_coverage_verdict_of_a_tag_is_a_look_that_counts
 
     again = capevolve(project, "improved", gate=True)  # the missing rollouts paid, gated again
     verdict = json.loads((run_dir / "verdicts" / "improved.json").read_text())
-    assert verdict["decision"] in ("accept", "reject"), again.stdout.str()[-2000:]
+    # the second gate decided on full data (its verdict may still be a veto, e.g. of unequal infra errors)
+    assert verdict["basis"] != "coverage", again.stdout.str()[-2000:]
     assert verdict["details"]["looks"]["look"] == 2 and verdict["details"]["looks"]["counted_look"] > 0
     assert verdict["alpha"] == 0.025  # look 2 of two: α/2, so the two looks spend α together
     assert any("the second look at 'improved'" in w for w in verdict["warnings"])
