@@ -189,7 +189,7 @@ def test_an_export_folder_swapped_for_a_link_after_the_brokers_check_never_write
     run = projects.run_dir(project)
     scratch = tmp_path / "scratch"
     (scratch / "d").mkdir(parents=True)
-    policy = AgentPolicy(load_spec(project), (run / "work", scratch))
+    policy = AgentPolicy(load_spec(project), (run / "work", scratch), run.name)
     argv = policy(["diagnose", "seed", "--export", str(scratch / "d" / "out.jsonl")], str(project))
 
     (scratch / "d").rmdir()  # what the agent does once the broker said yes
@@ -204,6 +204,30 @@ def test_an_export_folder_swapped_for_a_link_after_the_brokers_check_never_write
     argv = policy(["diagnose", "seed", "--export", str(scratch / "d" / "out.jsonl")], str(project))
     subprocess.run(argv, cwd=project, env=environment(), capture_output=True, check=True)
     assert argv.after() is None and (scratch / "d" / "out.jsonl").read_text().count("\n") > 0
+
+
+@pytest.mark.attack(
+    "broker",
+    attack=(
+        "a flag the broker refuses or checks, with the project folder given last, after the options, as "
+        "every command takes it (`capevolve diagnose seed --export .capevolve/runs/<id>/events.jsonl .`, "
+        "`capevolve commit TAG --decision accept --force .`, `capevolve work new T --project OTHER .`): "
+        "the broker parsed the words without that late folder, argparse refused them, and the broker ran "
+        "the command unchecked with the evaluator's rights: the export replaced the run's log (`verify`: "
+        "TAMPERED, line 1 is not an event), a forced accept was booked, another project was served"
+    ),
+    note="through a real agent: the run's log replaced",
+)
+def test_an_export_with_the_project_given_last_never_replaces_the_runs_log(project: Path, projects) -> None:
+    assert main(["baseline", str(project)]) == 0
+    log = projects.run_dir(project) / "events.jsonl"
+    before = log.read_bytes()
+    done = agent(
+        project, 'R=$(ls -d .capevolve/runs/*); capevolve diagnose seed --export "$R/events.jsonl" .'
+    )
+    assert "the broker writes only where the agent may write" in done.stderr, done.stderr[-2000:]
+    assert log.read_bytes() == before
+    assert main(["verify", str(project)]) == 0
 
 
 SHADOW = """import importlib, os, sys
