@@ -63,7 +63,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
     return run_agent(
         spec,
         list(args.agent_argv),
-        policy_for=lambda _run, writable: AgentPolicy(spec, writable),
+        policy_for=lambda run, writable: AgentPolicy(spec, writable, run.run_id),
         also_writable=extra,
     )
 

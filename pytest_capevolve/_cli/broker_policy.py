@@ -8,7 +8,8 @@ loop's own commands, on the agent's project, from a folder the agent cannot writ
   paths a command writes, reads or grants must be ones the agent may write or read;
 - ``capevolve pytest ARGS`` with the options of :data:`PYTEST_FLAGS`, :data:`PYTEST_VALUED` and
   the ``--capevolve-*`` options but the owner's, and project paths outside the run dirs;
-- no cwd or path through a symbolic link, which the agent could repoint after the check.
+- no cwd or path through a symbolic link, which the agent could repoint after the check;
+- no run but the one the agent was started in (``--run-id``, ``--capevolve-run-id``).
 
 Everything else is refused in one line that names the way on."""
 
@@ -59,10 +60,11 @@ CAPEVOLVE_FLAGS = frozenset(
 
 
 class AgentPolicy:
-    """The allowlist for one agent: its project, and the folders it may write."""
+    """The allowlist for one agent: its project, its run, and the folders it may write."""
 
-    def __init__(self, spec: Spec, writable: tuple[Path, ...]) -> None:
+    def __init__(self, spec: Spec, writable: tuple[Path, ...], run_id: str) -> None:
         self.project = spec.project_dir.resolve()
+        self.run_id = run_id
         self.runs = self.project / RUNS_FOLDER
         self.writable = tuple(Path(os.path.realpath(p)) for p in writable)
         self.hidden = (self.runs, *gold_files(spec))
@@ -115,16 +117,26 @@ class AgentPolicy:
             "start capevolve agent in the other project's folder to work there"
         )
 
+    def _this_run(self, flag: str, given: str | None) -> None:
+        """Another run of the project has its own α, its own draws (its secret names the folders) and
+        its own best: gating there, then adopting its accept here, would shop for a lucky run."""
+        if given is not None and given != self.run_id:
+            raise Refusal(
+                f"{flag} {given}: the agent works in run {self.run_id}, the one it was started in; another "
+                "run asks val again at that run's level and under its draws (an accept there is then "
+                f"adopted here); drop {flag} to work in run {self.run_id}, or {OUTSIDE}"
+            )
+
     # -- capevolve commands ----------------------------------------------------------------------
 
     def _capevolve(self, argv: list[str], where: Path) -> Callable[[], str | None] | None:
         """Checks ``argv`` (rewriting a file the broker reads or writes for the agent to a
         private copy); returns what to do once the command ended (deliver an export)."""
-        from .main import build_parser
+        from .main import build_parser, parse
 
-        try:
+        try:  # as the command will parse it (a project folder given last, after the options, too)
             with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
-                args = build_parser(argv[0]).parse_args(argv)
+                args = parse(build_parser(argv[0]), argv)
         except SystemExit:
             return None  # argparse refuses it in the command's own words, before it reads anything
         # the private copies made for the command: removed on a refusal here, else once it ended
@@ -145,6 +157,7 @@ class AgentPolicy:
         for attr, why in REFUSED_FLAGS.items():
             if getattr(args, attr, None):
                 raise Refusal(why)
+        self._this_run("--run-id", getattr(args, "run_id", None))
         for attr in GATE_FLAGS if argv[0] == "hill-climb" else ():  # (capevolve gate's: a what-if)
             if getattr(args, attr) is not None:
                 raise Refusal(f"hill-climb --{attr.replace('_', '-')}: {GATE_OWNED}")
@@ -233,6 +246,7 @@ class AgentPolicy:
                     raise Refusal(f"pytest {option} {value}: {GATE_OWNED}")
                 if option in PYTEST_PATHS:
                     self._session_path(option, value, where)
+                self._this_run(option, value if option == "--capevolve-run-id" else None)
                 continue
             if option in PYTEST_FLAGS or _short_flags(arg):
                 continue

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -189,7 +190,7 @@ def test_an_export_folder_swapped_for_a_link_after_the_brokers_check_never_write
     run = projects.run_dir(project)
     scratch = tmp_path / "scratch"
     (scratch / "d").mkdir(parents=True)
-    policy = AgentPolicy(load_spec(project), (run / "work", scratch))
+    policy = AgentPolicy(load_spec(project), (run / "work", scratch), run.name)
     argv = policy(["diagnose", "seed", "--export", str(scratch / "d" / "out.jsonl")], str(project))
 
     (scratch / "d").rmdir()  # what the agent does once the broker said yes
@@ -204,6 +205,30 @@ def test_an_export_folder_swapped_for_a_link_after_the_brokers_check_never_write
     argv = policy(["diagnose", "seed", "--export", str(scratch / "d" / "out.jsonl")], str(project))
     subprocess.run(argv, cwd=project, env=environment(), capture_output=True, check=True)
     assert argv.after() is None and (scratch / "d" / "out.jsonl").read_text().count("\n") > 0
+
+
+@pytest.mark.attack(
+    "broker",
+    attack=(
+        "a flag the broker refuses or checks, with the project folder given last, after the options, as "
+        "every command takes it (`capevolve diagnose seed --export .capevolve/runs/<id>/events.jsonl .`, "
+        "`capevolve commit TAG --decision accept --force .`, `capevolve work new T --project OTHER .`): "
+        "the broker parsed the words without that late folder, argparse refused them, and the broker ran "
+        "the command unchecked with the evaluator's rights: the export replaced the run's log (`verify`: "
+        "TAMPERED, line 1 is not an event), a forced accept was booked, another project was served"
+    ),
+    note="through a real agent: the run's log replaced",
+)
+def test_an_export_with_the_project_given_last_never_replaces_the_runs_log(project: Path, projects) -> None:
+    assert main(["baseline", str(project)]) == 0
+    log = projects.run_dir(project) / "events.jsonl"
+    before = log.read_bytes()
+    done = agent(
+        project, 'R=$(ls -d .capevolve/runs/*); capevolve diagnose seed --export "$R/events.jsonl" .'
+    )
+    assert "the broker writes only where the agent may write" in done.stderr, done.stderr[-2000:]
+    assert log.read_bytes() == before
+    assert main(["verify", str(project)]) == 0
 
 
 SHADOW = """import importlib, os, sys
@@ -494,6 +519,79 @@ def test_a_candidate_named_for_its_precomputed_draws_is_not_accepted(example, pr
     assert capevolve(project).ret == 0
     capevolve(project, "v44604", gate=True)
     verdict = json.loads((projects.run_dir(project) / "verdicts" / "v44604.json").read_text())
+    assert verdict["decision"] != "accept", verdict["reason"]
+
+
+def _draws(noisy, project: Path, val: list[str], folder: str, trials: int) -> list[int]:
+    """noisy_agent's passes per val task (``noisy``: its adapter module), as its formula draws them from a
+    folder named ``folder``."""
+    import hashlib
+    import math
+    import random
+
+    adapter, effects = noisy.NoisyAgentAdapter(), noisy.RULE_EFFECTS
+    tasks, rules = {t.id: t for t in adapter.tasks("all")}, adapter._rules(project / "capability")
+    passes = []
+    for task_id in val:
+        task = tasks[task_id]
+        logit = task.metadata["difficulty"] + sum(
+            effects.get(r, {}).get(task.input["category"], 0) for r in rules
+        )
+        keys = (f"{100 + k}:{task_id}:{folder}".encode() for k in range(trials))
+        draws = (random.Random(hashlib.sha256(key).hexdigest()).random() for key in keys)
+        passes.append(sum(d < 1 / (1 + math.exp(-logit)) for d in draws))
+    return passes
+
+
+@pytest.mark.attack(
+    "harness",
+    attack=(
+        "an optimizer outside `capevolve agent` (a shell of the same user) reads the run's secret "
+        "(`secret/order.key`) after the baseline and grinds tag names with it and noisy_agent's formula, "
+        "the null controls' folders included: `g794` (the seed's bytes plus one inert sentence) found in "
+        "795 names (3 s), accepted as the run's first decision (p = 0.021, Δ̄ +0.06 over the nulls' "
+        "spread 0.055) and booked as best"
+    ),
+    outcome=(
+        "**not held** outside the boundary: the secret is a file of the user the optimizer runs as, and "
+        "once it exists every folder name follows from it. Inside `capevolve agent --` (and as "
+        "hill-climb's optimizer) the run dir is hidden, so the read is refused by the kernel and the "
+        "grind of the row above is all that is left"
+    ),
+    note="xfail, strict",
+)
+@pytest.mark.xfail(strict=True, reason="the run's secret is readable by the same user outside the boundary")
+def test_an_optimizer_that_reads_the_runs_secret_cannot_grind_a_lucky_name(example, projects, capevolve):
+    from pytest_capevolve._stats.sign_flip import sign_flip_on_integers
+    from pytest_capevolve._store.snapshots import folder_name
+
+    project = example("noisy_agent")
+    assert capevolve(project).ret == 0
+    run = projects.run_dir(project)
+    secret = bytes.fromhex((run / "secret" / "order.key").read_text())
+    val = json.loads((run / "splits.json").read_text())["val"]
+    sys.path.insert(0, str(project))
+    try:
+        noisy = __import__("adapter")
+    finally:
+        sys.path.remove(str(project))
+        sys.modules.pop("adapter", None)
+    seed = _draws(noisy, project, val, folder_name(secret, "seed"), 5)
+    nulls = [_draws(noisy, project, val, folder_name(secret, f"seed-null{i}"), 5) for i in (1, 2)]
+    spread = max(abs(sum(n) - sum(seed)) for n in nulls)
+    for i in range(20000):
+        deltas = [
+            a - b
+            for a, b in zip(_draws(noisy, project, val, folder_name(secret, f"g{i}"), 5), seed, strict=True)
+        ]
+        if sum(deltas) > spread and sign_flip_on_integers(deltas).p_value <= 0.05:
+            break
+    lucky = project / "candidates" / f"g{i}"
+    shutil.copytree(project / "capability", lucky)
+    with (lucky / "prompt.md").open("a") as handle:
+        handle.write("\nAlways greet the customer by name.\n")  # no RULE: the same agent
+    capevolve(project, f"g{i}", gate=True)
+    verdict = json.loads((run / "verdicts" / f"g{i}.json").read_text())
     assert verdict["decision"] != "accept", verdict["reason"]
 
 

@@ -149,3 +149,49 @@ def test_the_luckiest_rerun_of_the_same_bytes_is_never_gated(example, projects, 
     result = capevolve(project, "noop", gate=True, extra=["--capevolve-commit", "none"])
     assert result.ret in (0, 10), result.stdout.str()[-2000:]
     assert json.loads((run_dir / "verdicts" / "noop.json").read_text())["decision"] in ("accept", "reject")
+
+
+# a run secret under which noisy_agent's third of four no-op looks draws well (found by trying secrets
+# offline): over fresh secrets the luckiest of 10 looks clears the loop's first level 10 % of the time
+LOOKS_SECRET = bytes.fromhex("48c3b58032f991d105f90b74a9821315ee41809fb9431d1a24ff8bc1d3746f79")
+
+
+@pytest.mark.attack(
+    "loop-memory",
+    attack=(
+        "no-op variants of the best (a comment each, `capevolve work new` ×N) evaluated on val without a "
+        "gate (`capevolve pytest --capevolve-run . --capevolve-candidate WORK`, a command the broker "
+        "passes), their means read off the table, and the luckiest gated: the gate reads the draws the "
+        "optimizer chose it by, at the level of the run's first decision (`addis`, 1/64). On noisy_agent "
+        "(40 val tasks × 5 trials) over 400 fresh secrets: the luckiest of 10 looks accepted in 10 %, of "
+        "20 in 11 %, one gated blind in 1 %; here the third of four looks, accepted at p = 0.0125"
+    ),
+    outcome=(
+        "**not held**: a gate reads the first draws of its bytes (a redraw of the same bytes is refused, "
+        "above), but a look at other bytes spends no α: the schedule counts decisions only. Screens show "
+        "as much of val (tier 3: 75 %) before a gate. A design question for the lead: a look that spends "
+        "a slot of the schedule, or a gate that draws afresh what the optimizer saw"
+    ),
+    note="xfail, strict",
+)
+@pytest.mark.xfail(strict=True, reason="a val look at other bytes spends no α: the luckiest look is gated")
+def test_the_luckiest_of_several_val_looks_is_not_accepted(example, projects, capevolve, monkeypatch):
+    from pytest_capevolve._cli.main import main
+    from pytest_capevolve._store.sessions import order_secret
+
+    monkeypatch.setattr(order_secret, "new_secret", lambda: LOOKS_SECRET)
+    project = example("noisy_agent")
+    assert capevolve(project).ret == 0
+    work = projects.run_dir(project) / "work"
+    means = {}
+    for i in range(1, 5):
+        assert main(["work", "new", f"w{i}", str(project)]) == 0
+        with (work / f"w{i}" / "prompt.md").open("a") as handle:
+            handle.write(f"\n<!-- look {i} -->\n")
+        looked = capevolve(project, work / f"w{i}")
+        line = next(x for x in looked.outlines if x.startswith(f"w{i} "))
+        means[f"w{i}"] = float(line.split()[4])
+    luckiest = max(means, key=lambda tag: means[tag])
+    capevolve(project, work / luckiest, gate=True)
+    verdict = json.loads((projects.run_dir(project) / "verdicts" / f"{luckiest}.json").read_text())
+    assert verdict["decision"] != "accept", (means, verdict["reason"])

@@ -25,7 +25,7 @@ def policy(tmp_path_factory: pytest.TempPathFactory) -> tuple[AgentPolicy, Path,
     work.mkdir(parents=True)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    return AgentPolicy(load_spec(project), (work, scratch)), project, work
+    return AgentPolicy(load_spec(project), (work, scratch), "r1"), project, work
 
 
 ALLOWED = [
@@ -45,6 +45,8 @@ ALLOWED = [
     ["pytest", "--capevolve-finalize", ".", "-q", "-n", "2", "-p", "no:cacheprovider", "--tb=short"],
     ["pytest", "microcases", "--capevolve-candidate=capability", "-qx", "-rA"],
     ["pytest", "--capevolve-run", ".", "--capevolve-gate", "--capevolve-regression-rule", "strict"],
+    ["pytest", "--capevolve-run", ".", "--capevolve-run-id", "r1", "--capevolve-gate"],  # its own run
+    ["commit", "t1", "--run-id", "r1", "--decision", "reject", "--reject-basis", "gate", "."],
 ]
 
 
@@ -93,6 +95,79 @@ REFUSED = [
 def test_what_would_write_the_record_or_run_the_agents_code_outside_is_refused(policy, argv, why) -> None:
     check, project, _ = policy
     with pytest.raises(Refusal, match=why.replace("(", r"\(")):
+        check(argv, str(project))
+
+
+LATE_PROJECT = [
+    (["commit", "t1", "--decision", "accept", "--force", "."], "against the gate"),
+    (["diagnose", "seed", "--export", ".capevolve/runs/r1/events.jsonl", "."], "only where the agent may"),
+    (["work", "new", "t9", "--project", "..", "."], "the project the agent was started in"),
+    (["verify", "--anchor-from-store", "somewhere", "."], "runs git"),
+]
+
+
+@pytest.mark.attack(
+    "broker",
+    attack=(
+        "a flag the broker refuses or checks, with the project folder given last, after the options, as "
+        "every command takes it (`capevolve diagnose seed --export .capevolve/runs/<id>/events.jsonl .`, "
+        "`capevolve commit TAG --decision accept --force .`, `capevolve work new T --project OTHER .`): "
+        "the broker parsed the words without that late folder, argparse refused them, and the broker ran "
+        "the command unchecked with the evaluator's rights: the export replaced the run's log (`verify`: "
+        "TAMPERED, line 1 is not an event), a forced accept was booked, another project was served"
+    ),
+    outcome=(
+        "refused in one line: the broker parses a command's words as the command does "
+        "(`_cli.main.parse`), so every check sees every flag"
+    ),
+)
+@pytest.mark.parametrize(
+    "argv, why", LATE_PROJECT, ids=lambda a: " ".join(a[:2]) if isinstance(a, list) else ""
+)
+def test_a_flag_before_the_project_folder_given_last_is_checked_as_the_command_reads_it(policy, argv, why):
+    check, project, _ = policy
+    with pytest.raises(Refusal, match=why):
+        check(argv, str(project))
+
+
+OTHER_RUN = [
+    [
+        "pytest",
+        "--capevolve-run",
+        ".",
+        "--capevolve-run-id",
+        "r0",
+        "--capevolve-candidate",
+        "c",
+        "--capevolve-gate",
+    ],
+    ["pytest", "--capevolve-run", ".", "--capevolve-run-id=r0", "--capevolve-gate"],
+    ["pytest", "--capevolve-finalize", ".", "--capevolve-run-id", "r0"],
+    ["commit", "t1", "--decision", "accept", "--run-id", "r0"],
+    ["work", "new", "t1", "--run-id", "r0"],
+    ["hill-climb", "--optimizer", "x {workdir}", "--run-id", "r0"],
+]
+
+
+@pytest.mark.attack(
+    "broker",
+    attack=(
+        "from inside the agent, the current run's work copies gated in an older run of the project "
+        "(`capevolve pytest … --capevolve-run-id OLD --capevolve-candidate <work copy> --capevolve-gate`; "
+        "`commit`, `work new`, `hill-climb --run-id OLD`): that run's own α (frozen at `constant` by the "
+        "owner's one-shot gate: each no-op variant at 0.05, booked there and carried here as a decision on "
+        "its bytes) and its own seed draws (its secret names the folders); on noisy_agent, 20 no-op "
+        "variants gated in such a run had one accepted in 25 % of 300 fresh secrets, one gated blind in 3 %"
+    ),
+    outcome=(
+        "refused in one line: the broker serves the run the agent was started in; the way on drops the "
+        "flag (or the owner runs it outside the agent)"
+    ),
+)
+@pytest.mark.parametrize("argv", OTHER_RUN, ids=lambda a: " ".join(a[:2]))
+def test_a_run_other_than_the_one_the_agent_was_started_in_is_refused(policy, argv) -> None:
+    check, project, _ = policy
+    with pytest.raises(Refusal, match="the agent works in run r1, the one it was started in; .* drop "):
         check(argv, str(project))
 
 
