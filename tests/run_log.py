@@ -8,6 +8,13 @@ from pathlib import Path
 from typing import Any
 
 
+def rollout_files(run_dir: Path, tag: str, split: str = "val") -> list[Path]:
+    """``tag``'s rollout files of ``split`` in a run dir, found by the tag each holds (their names come
+    from the run's secret: :meth:`pytest_capevolve._store.rundir.RunDir.rollout_path`)."""
+    found = sorted((run_dir / "rollouts" / split).glob("*.json"))
+    return [path for path in found if json.loads(path.read_text())["tag"] == tag]
+
+
 def events(run_dir: Path) -> list[dict[str, Any]]:
     """Every event of the run's log, in order."""
     return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]

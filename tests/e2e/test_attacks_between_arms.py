@@ -138,23 +138,20 @@ _look()
     "kernel-boundary",
     attack=(
         "the best's code, run as a null control, looks for the best's own record of its task and trial "
-        "by name (`rollouts/val/<task>__<best>__t<k>.json`: the run dir is found from its folder's path; "
-        "Landlock governs opening and listing, not `stat`): found in each of 80 null rollouts, in none of "
-        "the best's own 40, so a run of the best's bytes knows whether the best already ran it, whatever "
-        "its folder is named, and the record's size, which moves with the best's output and feedback"
+        "by name (`rollouts/val/<task>__<best>__t<k>.json` until session 31: the run dir is found from its "
+        "folder's path; Landlock governs opening and listing, not `stat`): it was found in each of 80 null "
+        "rollouts, in none of the best's 40, so a run of the best's bytes knew whether the best already "
+        "ran it, and the record's size, which moves with the best's output and feedback"
     ),
     outcome=(
-        "**not held**: a file's existence, size and times are open to any process that can name it "
-        "(no Landlock right governs `stat`, `chmod` or `utime`). Naming rollout files from the run's "
-        "secret, or a mount namespace without the run dir, would close it; a design question for the lead"
+        "held: a rollout file is `<task>__<name>.json`, `<name>` a MAC of its split, tag, trial and task "
+        "under a key derived from the run's secret (`secret/order.key`, hidden from candidate code), so no "
+        "run can name another's record (nor list the folder); found in none of the 120 rollouts. A run an "
+        "older version made is refused where a file or a snapshot is named (`--capevolve-new-run`)"
     ),
-    unconfined="not held, the same way (the file itself is readable)",
-    note="xfail, strict",
+    unconfined="not held: unconfined, code reads the run's secret and lists the folder",
 )
-@pytest.mark.confined  # unconfined too the code sees as much: the row says what the boundary leaves open
-@pytest.mark.xfail(
-    strict=True, reason="Landlock does not govern stat: a file of the run dir is seen by whoever names it"
-)
+@pytest.mark.confined  # unconfined the code can read the secret and list the folder: the row says so
 def test_a_null_control_cannot_see_the_bests_record_of_its_task(example, projects, capevolve):
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 1")

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from run_log import rollout_files
 
 # appended to the candidate's tools/reply.py, which noisy_agent's run_target calls after it drew the
 # answer (``draw`` and ``p_success`` are its locals, two frames up): on a failing draw it raises what
@@ -286,7 +287,7 @@ def test_a_resumed_sequential_gate_reads_no_redraw_of_a_deleted_rollout(
     shutil.copytree(untouched, molested, symlinks=True)
     failing = [
         path
-        for path in (projects.run_dir(molested) / "rollouts" / "val").glob("*__noop__t*.json")
+        for path in rollout_files(projects.run_dir(molested), "noop")
         if json.loads(path.read_text())["reward"] == 0
     ]
     assert failing  # the no-op's failing draws among the first rollouts paid
@@ -375,10 +376,7 @@ def test_confined_candidate_code_cannot_learn_its_sequential_order(example, proj
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     nonces = [e["nonce"] for e in events if e["kind"] == "order_nonce_drawn"]
     assert secret and nonces
-    replies = [
-        json.loads(path.read_text())["trace"]["reply"]
-        for path in (run_dir / "rollouts" / "val").glob("*__peeker__t*.json")
-    ]
+    replies = [json.loads(path.read_text())["trace"]["reply"] for path in rollout_files(run_dir, "peeker")]
     assert replies
     for reply in replies:
         seen = dict(part.split(":", 1) for part in reply.split(" | ", 1)[1].split(" "))

@@ -1,4 +1,5 @@
-"""Rollout files: ``rollouts/<split>/<task>__<tag>__t<k>.json``, written once, read back checked.
+"""Rollout files: ``rollouts/<split>/<task>__<name>.json`` (``<name>`` from the run's secret:
+``RunDir.rollout_path``), written once, read back checked.
 
 A damaged file is quarantined and a recorded file that is gone is logged as ``rollout_vanished``:
 either counts as missing, so the next session pays it again. Persisting a rollout is one step under
