@@ -409,10 +409,13 @@ class RolloutFiles(RolloutReadBack):
             # train and val: outcomes held here; their other bytes by the one reader of them, the
             # judge (``_policy/gate/judge.py`` ``HeldToEvents``), which refuses rather than drops
             truth, digests = self._test_truth() if split == TEST_SPLIT else (self._truth(), None)
-        for path in sorted(folder.glob("*.json")):
+        for path in folder.glob("*.json"):
             record = self._read_one(path, truth, digests)
             if record is not None:
                 found.append((path, record))
+        # in the index's order within a tag (task, then trial): a sum over an arm's records is the
+        # same to the bit as over its index rows (file names, from the secret, order nothing)
+        found.sort(key=lambda item: (item[1].task_id, item[1].tag, item[1].trial))
         return found
 
 
