@@ -38,6 +38,10 @@ IOCTL_DEV = 1 << 15  # ABI 5
 
 SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
 SCOPE_SIGNAL = 1 << 1  # ABI 6
+NET_BIND_TCP = 1 << 0  # ABI 4
+
+_PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+_CAPABILITY_VERSION_3 = 0x20080522
 
 _FS_BY_ABI = {1: REFER - 1, 2: TRUNCATE - 1, 3: IOCTL_DEV - 1, 4: IOCTL_DEV - 1}
 READ = EXECUTE | READ_FILE | READ_DIR
@@ -72,10 +76,14 @@ class Boundary:
     read_all: bool = True
     # folders whose entries may be listed (names, never contents), hidden ones beneath included
     listable: tuple[Path, ...] = ()
+    # False: no TCP port may be bound (ABI ≥ 4), so candidate code serves nothing a sibling child could
+    # reach; connecting stays open (an agent calls its model). An optimizer's boundary keeps it True
+    bind_tcp: bool = True
 
     def as_json(self) -> dict[str, object]:
         return {
             "read_all": self.read_all,
+            "bind_tcp": self.bind_tcp,
             **{key: [str(p) for p in getattr(self, key)] for key in _PATH_FIELDS},
         }
 
@@ -86,7 +94,11 @@ class Boundary:
             assert isinstance(value, list)
             return tuple(Path(str(p)) for p in value)
 
-        return cls(read_all=bool(fields.get("read_all", True)), **{key: paths(key) for key in _PATH_FIELDS})
+        return cls(
+            read_all=bool(fields.get("read_all", True)),
+            bind_tcp=bool(fields.get("bind_tcp", True)),
+            **{key: paths(key) for key in _PATH_FIELDS},
+        )
 
 
 _PATH_FIELDS = ("writable", "readable", "hidden", "listable")
@@ -270,6 +282,29 @@ def _add(libc: ctypes.CDLL, ruleset: int, path: str | Path, access: int) -> None
         os.close(fd)
 
 
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint32) for name in ("effective", "permitted", "inheritable")]
+
+
+def _drop_capabilities(libc: ctypes.CDLL) -> None:
+    """Give up every capability, for good (with ``no_new_privs``, no ``exec`` gives one back). Run as
+    root, a process with CAP_SYS_ADMIN or CAP_PERFMON reads another's ``/proc/PID/environ`` and ``maps``
+    across Landlock domains (seen on Linux 6.18; ``PR_SET_DUMPABLE`` does not stop it): a sibling child's
+    scratch folder, named in its environment. A user's process holds none: nothing changes for it."""
+    with open("/proc/sys/kernel/cap_last_cap") as handle:
+        last = int(handle.read())
+    for cap in range(last + 1):  # refused without CAP_SETPCAP: then there is nothing to drop
+        libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header, data = _CapHeader(_CAPABILITY_VERSION_3, 0), (_CapData * 2)()
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise _refused("capset")
+
+
 def confine(boundary: Boundary) -> Confinement:
     """Confine this process (and all it starts) to ``boundary``, for good; what it did. A kernel
     without Landlock is ``unconfined`` with its reason; one that refuses a rule raises ``OSError``
@@ -289,7 +324,8 @@ def confine(boundary: Boundary) -> Confinement:
     libc = _libc()
     fs = _FS_BY_ABI.get(version, (1 << 16) - 1)
     scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if version >= 6 else 0
-    attr = _RulesetAttr(fs, 0, scoped)
+    # binding handled with no rule granting a port: none may be bound
+    attr = _RulesetAttr(fs, NET_BIND_TCP if version >= 4 and not boundary.bind_tcp else 0, scoped)
     size = ctypes.sizeof(_RulesetAttr) if version >= 6 else 16  # older kernels reject the scoped field
     ruleset = libc.syscall(_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), 0)
     if ruleset < 0:
@@ -308,6 +344,7 @@ def confine(boundary: Boundary) -> Confinement:
             _add(libc, ruleset, path, WRITE & fs)
         if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise _refused("prctl(PR_SET_NO_NEW_PRIVS)")
+        _drop_capabilities(libc)
         if libc.syscall(_RESTRICT_SELF, ruleset, 0) != 0:
             raise _refused("landlock_restrict_self")
     finally:

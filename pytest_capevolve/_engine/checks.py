@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,7 @@ from .._project.microcase import Microcase, MicrocaseError
 from .._project.spec import Spec, SpecError, load_spec
 from .runner import AdapterRunner, run_and_score
 from .sandbox import Fence, isolated
-from .sandbox_process import scratch_env
+from .scratch import new_scratch, scratch_env
 
 
 @dataclass(frozen=True)
@@ -132,7 +131,7 @@ def _run_in_own_group(
     hold its pipes)."""
     argv = [sys.executable, "-P", "-m", "pytest_capevolve._engine.callcheck"]
     pipe = subprocess.PIPE
-    scratch = tempfile.mkdtemp(prefix="capevolve-call-")
+    scratch = new_scratch("capevolve-call-")
     try:
         request = {**request, "boundary": fence.boundary(cwd, Path(scratch)).as_json()}
         with subprocess.Popen(

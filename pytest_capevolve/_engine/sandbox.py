@@ -39,6 +39,7 @@ from .._project.harness import harness_files
 from .._project.spec import Spec
 from .runner import AdapterRunner, Scored
 from .sandbox_process import Ask, Sandbox, SandboxError
+from .scratch import scratch_root
 from .wire import ValueLoader, dumps
 
 __all__ = ["Sandboxes", "SandboxError", "isolated"]
@@ -209,7 +210,8 @@ class Fence:
         """The project's ``.capevolve/`` (its runs and its memory) hidden; with a spec, its gold
         files and shared ledger hidden too and its ``sandbox_writable`` (relative: to the
         project) granted."""
-        hidden, writable = [project_dir / RUN_DIR_NAME], list[Path]()
+        # every child's scratch is inside scratch_root (its own granted to it): a sibling's is hidden
+        hidden, writable = [project_dir / RUN_DIR_NAME, scratch_root()], list[Path]()
         if spec is not None:
             hidden += harness_files(project_dir, spec.harness_files, exclude=[spec.capability_path])
             hidden += [spec.shared_ledger] if spec.shared_ledger is not None else []
@@ -264,4 +266,6 @@ class Fence:
                         "candidate code; name a folder of its own for what live() writes (e.g. .agent/skills)"
                     )
         writable, readable = (scratch, *self.writable), (Path(os.path.abspath(candidate_dir)),)
-        return Boundary(writable=writable, readable=readable, hidden=self.hidden, read_all=True)
+        return Boundary(
+            writable=writable, readable=readable, hidden=self.hidden, read_all=True, bind_tcp=False
+        )

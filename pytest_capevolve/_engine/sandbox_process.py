@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import deque
@@ -35,6 +34,7 @@ from .answers import (
     killed_late,
     lost_answer,
 )
+from .scratch import new_scratch, scratch_env
 from .wire import SAME_TASK, FrameReader, ValueLoader, WireError, dumps, frame, write_all, write_frames
 
 if TYPE_CHECKING:
@@ -126,7 +126,10 @@ class Sandbox:
             raise SandboxError(startup_hooks.refusal(moved))
         # the child's own scratch, outside the project and its run dir: the one folder it may
         # write (besides the spec's sandbox_writable); removed when the child ends (:func:`end`)
-        scratch = tempfile.mkdtemp(prefix="capevolve-sandbox-")
+        try:
+            scratch = new_scratch("capevolve-sandbox-")
+        except OSError as exc:
+            raise SandboxError(f"the sandbox process did not start: {exc}") from None
         try:
             boundary = self.owner.fence().boundary(self.candidate_dir, Path(scratch))
             argv = [sys.executable, *startup_hooks.child_flags(), "-c", CHILD]
@@ -446,21 +449,6 @@ class _ChildProcess(subprocess.Popen[bytes]):
     """A sandbox child, with the scratch folder that is its to write (removed by :func:`end`)."""
 
     scratch: str | None = None
-
-
-SCRATCH_ENV = ("TMPDIR", "TEMP", "TMP")  # where the child's tempfile and its tools make files
-# where tools keep per-user data and state (platformdirs: inspect_ai's traces and sample buffers):
-# in the scratch too, since the boundary lets the child write nothing under $HOME. Caches stay
-# where they are, readable: a model cache moved to an empty folder would be fetched again
-SCRATCH_XDG = ("XDG_DATA_HOME", "XDG_STATE_HOME")
-
-
-def scratch_env(scratch: str) -> dict[str, str]:
-    """The child's environment: this process's, its temporary, data and state folders in ``scratch`` (the
-    one it may write besides ``sandbox_writable``), less ``PYTEST_CURRENT_TEST`` (names a null's tag)."""
-    env = {**os.environ, **dict.fromkeys(SCRATCH_ENV, scratch)}
-    env.update({name: os.path.join(scratch, name.lower()) for name in SCRATCH_XDG})
-    return {name: value for name, value in env.items() if name != "PYTEST_CURRENT_TEST"}
 
 
 def end(proc: subprocess.Popen[bytes], *, gently: bool = False) -> int | None:

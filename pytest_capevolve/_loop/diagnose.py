@@ -22,7 +22,7 @@ from .._project.spec import Spec, to_stored
 from .._project.splits import TEST_SPLIT
 from .._project.way_on import shown
 from .._store.rollouts.record import RolloutRecord
-from .._store.rundir import RunDir
+from .._store.rundir import RunDir, rollouts_of
 from .._store.snapshots import unknown_tag
 from ..exitcodes import Refusal
 
@@ -42,7 +42,8 @@ class FailureCluster(TypedDict):
 
 
 class TaskBand(TypedDict):
-    """One task of the split: passes k of n valid trials, its band, its infra errors."""
+    """One task of the split: passes k of n valid trials, its band, its infra errors, and its rollout
+    files by trial (named from the run's secret, so found here rather than by the tag)."""
 
     task_id: str
     passes: int
@@ -50,6 +51,7 @@ class TaskBand(TypedDict):
     band: str
     mean_reward: float | None
     infra_errors: int
+    rollouts: list[str]
 
 
 class InfraErrors(TypedDict):
@@ -277,6 +279,7 @@ def _split_diagnosis(spec: Spec, rundir: RunDir, tag: str, split: str, cluster: 
                 band=band_of(k, n),
                 mean_reward=mean,
                 infra_errors=len(rows) - n,
+                rollouts=[_rollout_path(spec, rundir, r) for r in sorted(rows, key=lambda r: r.trial)],
             )
         )
     failing = [r for r in records if r.valid and not passed(r, spec.success_threshold)]
@@ -294,7 +297,7 @@ def _split_diagnosis(spec: Spec, rundir: RunDir, tag: str, split: str, cluster: 
             "clusters": _clusters(spec, rundir, infra, lambda r: r.infra_error or "", cluster),
         },
         "kept_good": bands[SOLID],
-        "source": f"rollouts/{split}/*__{tag}__t*.json",
+        "source": rollouts_of(split, tag),
     }
 
 

@@ -67,7 +67,7 @@ def new_work_copy(
     if tag in taken or folder.exists():
         raise CommitRefused(
             f"tag {tag!r} already exists in run {rundir.run_id}; a tag names one candidate forever "
-            "(its rollouts are <task>__<tag>__t<k>.json): choose a new tag"
+            "(its rollouts, verdict and decision are filed under it): choose a new tag"
         )
     source = rundir.snapshots.snapshot_dir(parent) if parent != SEED_TAG else spec.capability_path
     if files is not None:

@@ -116,7 +116,11 @@ def render_runmap(run_id: str, root: str, workdir: Path, tag: str, parent: str, 
         ("`rejected.jsonl` (here)", "what was refuted: parent, files, the diff, val tasks fixed and broke"),
         ("`MECHANISMS.md` (here)", "causes the per-task sub-agents found, deduplicated (mechanism add)"),
         ("`prior_iterations/<tag>/` (here)", "per earlier round: `diff.patch`, `verdict.txt`, `JOURNAL.md`"),
-        (f"`{root}/rollouts/val/<task>__<tag>__t<k>.json`", "val rollouts: input, output, feedback"),
+        (
+            f"`{root}/rollouts/val/<task>__<name>.json`",
+            "val rollouts: input, output, feedback, and the tag and trial each is of (`<name>` comes from "
+            "the run's secret: `capevolve diagnose TAG` lists a tag's files task by task)",
+        ),
         (f"`{root}/verdicts/<tag>.json`", "every number a verdict rests on"),
         (
             f"`{root}/candidates/<tag>/candidate.json`",

@@ -21,7 +21,7 @@ from .._project.way_on import pasteable, shown
 from .._show.numbers import num
 from .._stats.intervals import replicate_summary
 from .._store.readers.evidence import index_records, reward_matrix
-from .._store.rundir import RunDir
+from .._store.rundir import RunDir, rollouts_of
 from .._store.snapshots import unknown_tag
 from ..exitcodes import Refusal
 
@@ -139,7 +139,7 @@ def multirep(spec: Spec, rundir: RunDir, tag: str, against: str | None = None) -
         tag=tag,
         against=against,
         blocks=rows,
-        source=f"rollouts/val/*__{tag}__t*.json vs *__{against}__t*.json, block B = trial // 1000000",
+        source=f"{rollouts_of('val', tag)}, against those whose tag is {against}; block B = trial // 1000000",
         across=across,
         status=status,
         reason=reason,

@@ -20,8 +20,8 @@ from pathlib import Path
 from ..exitcodes import REFUSED, CapevolveError
 
 SEED_TAG = "seed"
-# A tag never contains "__" (the rollout file separator) and starts with a letter or digit,
-# which keeps `<task>__<tag>__t<k>.json` unambiguous and every tag a plain folder name.
+# A tag never contains "__" and starts with a letter or digit: every tag a plain folder name
+# (`candidates/<tag>`, `work/<tag>`), and `screens/<tag>__tier<N>.json` unambiguous.
 TAG_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.\-]|_(?!_))*$")
 _SAFE_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _MAX_NAME = 120

@@ -25,7 +25,7 @@ from .._store.memory.project_seal import REUSED_LABEL
 from .._store.memory.seal import TEST_SPLIT, Seal
 from .._store.readers import evidence
 from .._store.readers.evidence import ByTag, first_errors, index_records
-from .._store.rundir import RunDir
+from .._store.rundir import RunDir, rollouts_of
 from .outcome import Outcome
 from .persistence import Persistence, record_finish, summarize
 from .planning import Planned
@@ -107,7 +107,7 @@ class FinalizeSession:
             "delta_vs_seed": delta,
             # a gate cut off before its verdict decided nothing: no null result while one is left
             "null_result": best == SEED_TAG and not self.unjudged,
-            "rollouts": f"rollouts/{TEST_SPLIT}/*__<tag>__t*.json",
+            "rollouts": rollouts_of(TEST_SPLIT, "<tag>"),
             "infra_errors": sum(r.infra for r in outcome.rows),
         }
         if counted:

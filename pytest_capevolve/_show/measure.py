@@ -26,7 +26,7 @@ from .._store.log.log_views import digest
 from .._store.memory.project_seal import REUSED_LABEL
 from .._store.memory.seal import Seal
 from .._store.readers.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
-from .._store.rundir import RunDir
+from .._store.rundir import RunDir, rollouts_of
 from .numbers import interval, num
 
 
@@ -224,7 +224,7 @@ def _persisted_split(
     tags = [SEED_TAG] if result.null_result else [SEED_TAG, result.best]
     for tag in tags:
         arm = "seed" if tag == SEED_TAG else "best"
-        source = f"rollouts/{split}/*__{tag}__t*.json"
+        source = rollouts_of(split, tag)
         if not records.get(tag):
             if split == "val":
                 result.arms.append(ArmLine(split, arm, tag, tasks=len(task_ids), note="not evaluated"))
@@ -278,7 +278,7 @@ def _test_split(result: Measurement, rundir: RunDir, splits: dict[str, Any]) -> 
         numbers = sealed.get(arm)
         if numbers is None:
             continue
-        source = f"seal.json (rollouts/test/*__{numbers['tag']}__t*.json){reuse}"
+        source = f"seal.json ({rollouts_of('test', numbers['tag'])}){reuse}"
         figures = {key: numbers[key] for key in ("mean", "se", "tasks", "trials", "coverage")}
         result.arms.append(ArmLine("test", arm, numbers["tag"], **figures, source=source))
     if sealed.get("delta_vs_seed") is not None:

@@ -38,14 +38,21 @@ from .log.log_views import EventsDigest, LogView, PagesStamp
 from .rollouts.index import RolloutIndex
 from .rollouts.rollout_files import RolloutFiles
 from .sessions.claims import Claims
-from .sessions.order_secret import OrderSecret
+from .sessions.order_secret import OrderSecret, namer
 from .snapshots import Snapshots
 
 if TYPE_CHECKING:  # the run dir reads a spec it is handed; it never loads one
     from .._project.spec import Spec
 
 RUNS_DIR = Path(".capevolve") / "runs"
-__all__ = ["RUNS_DIR", "RunDir", "RunDirError", "new_run_id"]
+__all__ = ["RUNS_DIR", "RunDir", "RunDirError", "new_run_id", "rollouts_of"]
+
+
+def rollouts_of(split: str, tag: str) -> str:
+    """Where a tag's rollouts of a split are, in words a person can follow: their files are named from
+    the run's secret (:meth:`RunDir.rollout_path`), so by the tag each file holds (``capevolve diagnose``
+    names a tag's files task by task)."""
+    return f"rollouts/{split}/*.json whose tag is {tag}"
 
 
 def new_run_id(taken: Iterable[str] = ()) -> str:
@@ -73,6 +80,7 @@ class RunDir:
         self.dashboard_path = root / "dashboard.html"
         self.views_path = root / "views.json"  # what report.md and dashboard.html were drawn from
         self._split_folders: dict[str, Path] = {}
+        self._rollout_name: Callable[[str], str] | None = None  # made from the secret on first use
         self.lock = RunLock(root)
         self.index = RolloutIndex(root)  # what exists, so readers need not open every file
         self.created = False  # this process made the folder (see :meth:`discard_if_created`)
@@ -176,11 +184,21 @@ class RunDir:
         return runs.parent.parent
 
     def rollout_path(self, split: str, task_id: str, tag: str, trial: int) -> Path:
-        name = f"{escape_id(task_id)}__{check_tag(tag)}__t{int(trial)}.json"
+        """``rollouts/<split>/<task>__<name>.json``, ``<name>`` a MAC of the rest of the key under the run's
+        secret: candidate code, which can ``stat`` a file it names (Landlock governs opening and listing,
+        not ``stat``), cannot name another arm's record. Controller only (the secret is read here)."""
+        if self._rollout_name is None:
+            self._rollout_name = namer(self.order_secret.read(), "rollout-file")
+        mac = self._rollout_name(f"{split}/{check_tag(tag)}/{int(trial)}/{task_id}")
+        name = f"{escape_id(task_id)}__{mac}.json"
         folder = self._split_folders.get(split)
         if folder is None:  # one Path per split, not three joins per rollout persisted
             folder = self._split_folders[split] = self.root / "rollouts" / split
         return folder / name
+
+    def rollout_file(self, key: tuple[str, str, str, int]) -> str:
+        """A rollout's file relative to the run dir, as quarantine and vanish events name it."""
+        return self.rollout_path(*key).relative_to(self.root).as_posix()
 
     def write_report(self, markdown: str) -> Path:
         atomic_write_text(self.report_path, markdown)

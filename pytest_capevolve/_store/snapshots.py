@@ -11,8 +11,6 @@ simulator keyed on the folder turns into lucky draws."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
 import json
 import os
 import secrets
@@ -36,15 +34,14 @@ from .._project.way_on import candidate_folder, pasteable
 from .files import RunDirError, atomic_write_json, read_run_json
 from .log.event_kinds import CANDIDATE_REGISTERED
 from .log.events import EventLog
+from .sessions.order_secret import namer
 
 SNAPSHOTS_DIR = "snapshots"
 
 
 def folder_name(secret: bytes, tag: str) -> str:
-    """The name of the folder ``tag`` is evaluated from: a MAC of the tag under the run's secret
-    (a key of its own, derived from the secret the sequential gate's orders use), 64 bits."""
-    key = hmac.new(secret, b"capevolve-snapshot-folder", hashlib.sha256).digest()
-    return hmac.new(key, tag.encode(), hashlib.sha256).hexdigest()[:16]
+    """The name of the folder ``tag`` is evaluated from (:func:`.sessions.order_secret.namer`)."""
+    return namer(secret, "snapshot-folder")(tag)
 
 
 class Snapshots:
@@ -66,16 +63,10 @@ class Snapshots:
         return self.root / "candidates" / check_tag(tag)
 
     def snapshot_dir(self, tag: str) -> Path:
-        """The folder ``tag``'s rollouts and microcases run from, named by :func:`folder_name`. A run an
-        older version made ran them from ``candidates/<tag>/files``: refused, with the way on."""
+        """The folder ``tag``'s rollouts and microcases run from, named by :func:`folder_name` (a run an
+        older version made, which ran them from ``candidates/<tag>/files``, is refused by its secret)."""
         name = self._names.get(tag)
         if name is None:
-            if (self.candidate_dir(tag) / "files").is_dir():
-                raise RunDirError(
-                    f"run {self.run_id} was made by an older pytest-capevolve, which ran each candidate from "
-                    f"a folder named by its tag ({self.candidate_dir(tag) / 'files'}), so candidate code "
-                    "could read which tag it ran as; start a new run (--capevolve-new-run)"
-                )
             name = self._names[tag] = folder_name(self._secret(), check_tag(tag))
         return self.root / SNAPSHOTS_DIR / name
 

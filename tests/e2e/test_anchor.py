@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from run_log import rollout_files
 
 from pytest_capevolve._cli.main import main
 
@@ -37,7 +38,7 @@ def _rewrite_the_whole_record(run_dir: Path, tag: str) -> int:
     rollout files and their events, every ``prev`` recomputed, the caches deleted (``verify
     --repair`` rebuilds them). Returns the rollouts rewritten."""
     rewritten = 0
-    for path in sorted((run_dir / "rollouts" / "val").glob(f"*__{tag}__t*.json")):
+    for path in rollout_files(run_dir, tag):
         record = json.loads(path.read_text())
         if record.get("infra_error") is None:
             record["reward"] = 1.0

@@ -7,23 +7,61 @@ one trial (its seed runs before its null controls on every task)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+from pathlib import Path
 
 import pytest
 
 from pytest_capevolve._store.rundir import RunDir
 
 # appended to the best's tools/reply.py (run in every rollout, after its draw): the draws of the next
-# rollouts in its child are shared with every other child running the best's bytes. Each child finds
-# the others' scratch folders in their environment (`/proc/PID/environ` reads across Landlock domains)
-# and reads them (/tmp is readable); the first run of a (trial seed, task) leaves its draw's key in its
-# own scratch, and every later run of the best's bytes takes that key for its own. No run needs to
-# know its tag: the best runs first, so the null controls repeat its draws.
+# rollouts in its child are shared with every other child running the best's bytes. The first run of a
+# (trial seed, task) leaves its draw's key in a folder every run looks in (``_shared``), and every later
+# run of the best's bytes takes that key for its own. No run needs to know its tag: the best runs first,
+# so the null controls repeat its draws. ``_mine`` is where a run leaves its key.
 SHARE_DRAWS = """
 import hashlib as _hashlib, os as _os, tempfile as _tempfile
 
-def _scratches():
-    found = [_tempfile.gettempdir()]
+{FOLDERS}
+
+def _shared_sha256(data=b"", **kw):
+    parts = bytes(data).split(b":", 2)
+    if len(parts) != 3 or not parts[0].isdigit():  # not noisy_agent's draw key: hashed as it is
+        return _hashlib._true_sha256(data, **kw)
+    name = "draw-" + _hashlib._true_sha256(b":".join(parts[:2])).hexdigest()
+    for folder in _shared():
+        try:
+            data = open(_os.path.join(folder, name), "rb").read()
+            break
+        except OSError:
+            pass
+    else:
+        try:
+            _os.makedirs(_mine(), exist_ok=True)
+            with open(_os.path.join(_mine(), name), "wb") as out:
+                out.write(data)
+        except OSError:
+            pass
+    return _hashlib._true_sha256(data, **kw)
+
+if not hasattr(_hashlib, "_true_sha256"):
+    _hashlib._true_sha256 = _hashlib.sha256
+    _hashlib.sha256 = _shared_sha256
+"""
+
+# each child's scratch folder: the others' found in their environment (`/proc/PID/environ`) and by
+# listing the folder that holds its own (until session 31, /tmp, readable)
+IN_SCRATCH = """
+def _mine():
+    return _tempfile.gettempdir()
+
+def _shared():
+    found = [_mine()]
+    try:
+        found += [_os.path.join(_os.path.dirname(_mine()), n) for n in _os.listdir(_os.path.dirname(_mine()))]
+    except OSError:
+        pass
     for pid in _os.listdir("/proc"):
         if pid.isdigit():
             try:
@@ -32,26 +70,15 @@ def _scratches():
                 continue
             found += [kv[7:].decode() for kv in environ if kv.startswith(b"TMPDIR=")]
     return found
+"""
 
-def _shared_sha256(data=b"", **kw):
-    parts = bytes(data).split(b":", 2)
-    if len(parts) != 3 or not parts[0].isdigit():  # not noisy_agent's draw key: hashed as it is
-        return _hashlib._true_sha256(data, **kw)
-    name = "draw-" + _hashlib._true_sha256(b":".join(parts[:2])).hexdigest()
-    for folder in _scratches():
-        try:
-            data = open(_os.path.join(folder, name), "rb").read()
-            break
-        except OSError:
-            pass
-    else:
-        with open(_os.path.join(_tempfile.gettempdir(), name), "wb") as out:
-            out.write(data)
-    return _hashlib._true_sha256(data, **kw)
+# a folder of shared memory every child may write (multiprocessing's semaphores live there)
+IN_SHARED_MEMORY = """
+def _mine():
+    return SHARED
 
-if not hasattr(_hashlib, "_true_sha256"):
-    _hashlib._true_sha256 = _hashlib.sha256
-    _hashlib.sha256 = _shared_sha256
+def _shared():
+    return [SHARED]
 """
 
 
@@ -74,39 +101,77 @@ def _gate_a_noop(example, projects, capevolve, dest: str, best_code: str) -> dic
     }
 
 
+def _spread(verdicts: dict) -> float:
+    return max(abs(verdicts[tag]["delta_mean"]) for tag in ("seed-null1", "seed-null2"))
+
+
 @pytest.mark.attack(
     "kernel-boundary",
     attack=(
-        "the best's code shares its draws between its own sandbox children: each reads the others' scratch "
-        "folder from `/proc/PID/environ` (readable across Landlock domains on Linux 6.18, where "
-        "`/proc/PID/cwd` is not; `/tmp` is readable) and takes "
-        "the draw key a first run of the (trial seed, task) left there. It needs no tag: the best runs "
-        "first, so its null controls repeat its draws. The nulls' spread fell from 0.1000 to 0.0250 (1 "
-        "trial, 40 val tasks; noisy_agent) and a no-op `c7` (Δ̄ +0.075) that the honest floor rejects "
-        "was accepted under `gate_mode: paired`"
+        "the best's code shares its draws between its own sandbox children: each finds the others' scratch "
+        "folders, in their `/proc/PID/environ` (readable across Landlock domains to a process holding "
+        "CAP_SYS_ADMIN or CAP_PERFMON, as root's do) or by listing the folder that holds its own (`/tmp`), "
+        "reads them, and takes the draw key a first run of the (trial seed, task) left there. It needs no "
+        "tag: the best runs first, so its null controls repeat its draws. Until session 31 it worked: "
+        "in session 30's run the nulls' spread fell from 0.1000 to 0.0250 and a no-op `c7` was accepted "
+        "under `gate_mode: paired`; replayed on d050c6ff under the suite's fixed secret (1 trial, 40 val "
+        "tasks; noisy_agent), from 0.1000 to 0.0000"
     ),
     outcome=(
-        "**not held**: candidate code may talk to other processes (the network is open to it: a port on "
-        "localhost serves as well as a file), so runs of the same bytes can agree on their draws, and "
-        "null controls run beside the best measure what its code lets them measure. Hiding the sibling "
-        "scratch folders would stop this one way only. A design question for the lead (null controls "
-        "out of reach of the best's own runs: another time, a network namespace of their own)"
+        "held: every child's scratch is made in one folder per user (`capevolve-scratch-<uid>` in the "
+        "temporary folder), hidden from every child and each granted its own inside, so a sibling's "
+        "cannot be listed or read even by its path; and a confined process gives up every capability "
+        "(with `no_new_privs`, for good), so root's children read no other's environment. The nulls' "
+        "spread stays the honest run's, 0.1000 (hiding the folder is what holds this replay: without it "
+        "the spread is 0.0000 again; without the capabilities given up, 0.1000). `PR_SET_DUMPABLE` was "
+        "tried: it does not stop a reader holding those capabilities, and Landlock stops one without them"
+    ),
+    unconfined="not held: unconfined, every scratch folder is readable",
+)
+@pytest.mark.confined  # unconfined every scratch folder is readable: the row says so
+def test_a_best_whose_runs_share_their_draws_through_scratch_folders_lowers_no_floor(
+    example, projects, capevolve
+):
+    honest = _gate_a_noop(example, projects, capevolve, "honest", "")
+    sharing = _gate_a_noop(
+        example, projects, capevolve, "sharing", SHARE_DRAWS.replace("{FOLDERS}", IN_SCRATCH)
+    )
+    assert honest["c7"]["decision"] == "reject"
+    assert _spread(sharing) == _spread(honest), (_spread(honest), _spread(sharing))
+    assert sharing["c7"]["decision"] == "reject", sharing["c7"]["reason"]
+
+
+@pytest.mark.attack(
+    "kernel-boundary",
+    attack=(
+        "the same sharing of draws through a folder every child may write: `/dev/shm` (shared memory, "
+        "writable to every child, since multiprocessing makes its semaphores there). The nulls' spread "
+        "falls from 0.1000 to 0.0000 (1 trial, 40 val tasks; noisy_agent, the suite's fixed secret)"
+    ),
+    outcome=(
+        "**not held**: the children of one session can still reach each other through what the kernel "
+        "boundary leaves shared — `/dev/shm`, UDP on localhost (Landlock governs TCP only: binding a TCP "
+        "port is refused since session 31, connecting is not), System V IPC, advisory locks and the times "
+        "of files they can name, a server outside the machine both can reach. A null floor is honest only "
+        "against code that does not coordinate through such channels; closing them takes namespaces of "
+        "their own (IPC, mount, network) for each child, a design question for the lead"
     ),
     unconfined="not held, the same way",
     note="xfail, strict",
 )
-@pytest.mark.confined  # unconfined too the code sees as much: the row says what the boundary leaves open
-@pytest.mark.xfail(
-    strict=True,
-    reason="the best's sandbox children can reach each other (its scratch folders, the network), so its "
-    "null controls can repeat its draws",
-)
-def test_a_best_whose_runs_share_their_draws_lowers_no_floor(example, projects, capevolve):
-    honest = _gate_a_noop(example, projects, capevolve, "honest", "")
-    sharing = _gate_a_noop(example, projects, capevolve, "sharing", SHARE_DRAWS)
-    assert honest["c7"]["decision"] == "reject" and honest["c7"]["basis"] == "null_floor"
-    spreads = [max(abs(v[t]["delta_mean"]) for t in ("seed-null1", "seed-null2")) for v in (honest, sharing)]
-    assert spreads[1] == spreads[0], spreads
+@pytest.mark.confined  # unconfined too the code reaches as much: the row says what the boundary leaves open
+@pytest.mark.xfail(strict=True, reason="the children of one session share /dev/shm, UDP and System V IPC")
+def test_a_best_whose_runs_share_their_draws_through_shared_memory_lowers_no_floor(
+    example, projects, capevolve, tmp_path
+):
+    shared = Path("/dev/shm") / f"capevolve-arms-{tmp_path.name}-{os.getpid()}"
+    code = SHARE_DRAWS.replace("{FOLDERS}", IN_SHARED_MEMORY.replace("SHARED", repr(str(shared))))
+    try:
+        honest = _gate_a_noop(example, projects, capevolve, "honest", "")
+        sharing = _gate_a_noop(example, projects, capevolve, "sharing", code)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+    assert _spread(sharing) == _spread(honest), (_spread(honest), _spread(sharing))
     assert sharing["c7"]["decision"] == "reject", sharing["c7"]["reason"]
 
 
@@ -138,23 +203,20 @@ _look()
     "kernel-boundary",
     attack=(
         "the best's code, run as a null control, looks for the best's own record of its task and trial "
-        "by name (`rollouts/val/<task>__<best>__t<k>.json`: the run dir is found from its folder's path; "
-        "Landlock governs opening and listing, not `stat`): found in each of 80 null rollouts, in none of "
-        "the best's own 40, so a run of the best's bytes knows whether the best already ran it, whatever "
-        "its folder is named, and the record's size, which moves with the best's output and feedback"
+        "by name (`rollouts/val/<task>__<best>__t<k>.json` until session 31: the run dir is found from its "
+        "folder's path; Landlock governs opening and listing, not `stat`): it was found in each of 80 null "
+        "rollouts, in none of the best's 40, so a run of the best's bytes knew whether the best already "
+        "ran it, and the record's size, which moves with the best's output and feedback"
     ),
     outcome=(
-        "**not held**: a file's existence, size and times are open to any process that can name it "
-        "(no Landlock right governs `stat`, `chmod` or `utime`). Naming rollout files from the run's "
-        "secret, or a mount namespace without the run dir, would close it; a design question for the lead"
+        "held: a rollout file is `<task>__<name>.json`, `<name>` a MAC of its split, tag, trial and task "
+        "under a key derived from the run's secret (`secret/order.key`, hidden from candidate code), so no "
+        "run can name another's record (nor list the folder); found in none of the 120 rollouts. A run an "
+        "older version made is refused where a file or a snapshot is named (`--capevolve-new-run`)"
     ),
-    unconfined="not held, the same way (the file itself is readable)",
-    note="xfail, strict",
+    unconfined="not held: unconfined, code reads the run's secret and lists the folder",
 )
-@pytest.mark.confined  # unconfined too the code sees as much: the row says what the boundary leaves open
-@pytest.mark.xfail(
-    strict=True, reason="Landlock does not govern stat: a file of the run dir is seen by whoever names it"
-)
+@pytest.mark.confined  # unconfined the code can read the secret and list the folder: the row says so
 def test_a_null_control_cannot_see_the_bests_record_of_its_task(example, projects, capevolve):
     project = example("noisy_agent")
     projects.edit_spec(project, "num_trials: 5", "num_trials: 1")

@@ -23,6 +23,7 @@ from pytest_capevolve._cli.main import main  # numpy and scipy load once, here
 from pytest_capevolve._engine.runner import AdapterRunner, run_and_score
 from pytest_capevolve._project.adapter import AdapterError, Task, check_cost, check_tokens
 from pytest_capevolve._store.rollouts.record import RecordError, RolloutRecord
+from pytest_capevolve._store.rundir import RunDir
 
 # val ids of noisy_agent's frozen splits (split_seed 7)
 VAL = ("n01", "n02", "n10", "n13")
@@ -207,7 +208,7 @@ def test_a_record_read_back_with_a_bad_number_is_refused(fields) -> None:
 def test_a_file_edited_to_a_bad_reward_is_quarantined_and_paid_again(example, projects, capevolve) -> None:
     project = noisy(example, projects)
     assert capevolve(project).ret in (0, 1)
-    path = projects.run_dir(project) / "rollouts" / "val" / "n01__seed__t0.json"
+    path = RunDir(projects.run_dir(project)).rollout_path("val", "n01", "seed", 0)
     record = json.loads(path.read_text())
     record["reward"], record["cost_usd"] = 7.0, float("nan")
     path.write_text(json.dumps(record))
@@ -216,7 +217,7 @@ def test_a_file_edited_to_a_bad_reward_is_quarantined_and_paid_again(example, pr
     (projects.run_dir(project) / "rollouts.summary.json").unlink()
     result = capevolve(project)
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
-    result.stdout.fnmatch_lines(["*n01__seed__t0.json: reward 7.0 is not a number in [[]0, 1]*quarantined*"])
+    result.stdout.fnmatch_lines([f"*{path.name}: reward 7.0 is not a number in [[]0, 1]*quarantined*"])
     result.stdout.fnmatch_lines(["rollouts: 1 paid, 39 reused*"])
 
 

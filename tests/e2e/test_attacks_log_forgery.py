@@ -115,7 +115,7 @@ def test_a_key_logged_twice_is_refused_before_the_gate_not_only_by_verify(
     for event in paid:
         if event["reward"] == 0.0:  # each failure logged again as a pass
             record = RolloutRecord.from_json(
-                json.loads((run_dir / "rollouts" / "val" / f"{event['task_id']}__noop__t0.json").read_text())
+                json.loads(rundir.rollout_path("val", event["task_id"], "noop", 0).read_text())
             )
             rundir.rollouts.record_rollout(dataclasses.replace(record, reward=1.0, passed=True))
     rundir.rollouts.flush(leaving=True)

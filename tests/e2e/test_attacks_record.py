@@ -12,6 +12,7 @@ from dataclasses import replace
 from fnmatch import fnmatch
 
 import pytest
+from run_log import rollout_files
 
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._store.rundir import RunDir
@@ -213,7 +214,7 @@ def test_rewards_edited_in_the_files_are_never_used(noop_gated, example, project
     project, run_dir = _gated_noop(noop_gated, projects)
     before = _gate_json(capsys, project)
     assert before["decision"] == "reject"
-    forged = _forge_wins(sorted((run_dir / "rollouts" / "val").glob("*__noop__*.json")))
+    forged = _forge_wins(rollout_files(run_dir, "noop"))
     assert forged
     # the index still holds the logged rows: a gate reading rows alone sees no change ...
     assert _gate_json(capsys, project)["delta_mean"] == before["delta_mean"]
@@ -437,7 +438,7 @@ def test_a_spend_reset_in_state_json_does_not_get_past_max_metric_calls(example,
     assert forged.ret == 4
     err = forged.stderr.str()
     assert "spent.metric_calls is 0, but the event log adds up to" in err and "state.json was edited" in err
-    assert not list((run_dir / "rollouts" / "val").glob("*__improved__*"))  # nothing paid
+    assert not rollout_files(run_dir, "improved")  # nothing paid
     capsys.readouterr()
     code = main(["spend", "--project", str(project)])
     err = capsys.readouterr().err

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
+from run_log import rollout_files
 
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._store.readers.audit import _quarantine_tampered
@@ -88,9 +89,7 @@ def test_an_output_or_trace_edited_in_a_rollout_file_is_named_by_verify_and_quar
 def _failed_seed_file(rundir: Path) -> Path:
     """A val file of the seed's that failed: one the dashboard's drill-down and diagnose show."""
     return next(
-        path
-        for path in sorted((rundir / "rollouts" / "val").glob("*__seed__t*.json"))
-        if json.loads(path.read_text())["reward"] == 0.0
+        path for path in rollout_files(rundir, "seed") if json.loads(path.read_text())["reward"] == 0.0
     )
 
 
@@ -279,7 +278,7 @@ def test_a_test_event_edited_to_match_a_forged_file_breaks_the_chain_and_nothing
         for i, e in enumerate(map(json.loads, lines))
         if e["kind"] == "rollout" and e["split"] == "test" and e["reward"] == 0.0
     )
-    path = rundir / "rollouts" / "test" / f"{event['task_id']}__{event['tag']}__t{event['trial']}.json"
+    path = RunDir(rundir).rollout_path("test", event["task_id"], event["tag"], event["trial"])
     record = json.loads(path.read_text())
     record.update(reward=1.0, passed=True)
     forged = json.dumps(record, sort_keys=True)

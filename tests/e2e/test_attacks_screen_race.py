@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from run_log import rollout_files
 
 from pytest_capevolve._session import refusals
 
@@ -31,7 +32,9 @@ def _project(example, projects) -> Path:
 
 def _refused_unpaid(project: Path, result: pytest.RunResult) -> None:
     runs = project / ".capevolve" / "runs"
-    assert not list(runs.glob("*/rollouts/*/*__racer__*")), result.stdout.str()[-3000:]  # nothing paid
+    assert not [
+        r for run in runs.glob("*") for s in ("val", "train") for r in rollout_files(run, "racer", s)
+    ], result.stdout.str()[-3000:]  # nothing paid
     assert not list(runs.glob("*/candidates/racer"))  # never registered
 
 

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from run_log import rollout_files
 
 # appended to the candidate's tools/reply.py, which noisy_agent's run_target calls after it drew the
 # answer (``draw`` and ``p_success`` are its locals, two frames up): on a failing draw it raises what
@@ -286,7 +287,7 @@ def test_a_resumed_sequential_gate_reads_no_redraw_of_a_deleted_rollout(
     shutil.copytree(untouched, molested, symlinks=True)
     failing = [
         path
-        for path in (projects.run_dir(molested) / "rollouts" / "val").glob("*__noop__t*.json")
+        for path in rollout_files(projects.run_dir(molested), "noop")
         if json.loads(path.read_text())["reward"] == 0
     ]
     assert failing  # the no-op's failing draws among the first rollouts paid
@@ -345,8 +346,8 @@ def closing_line(category, _closing=closing_line):
     ),
     outcome=(
         "prevented: the run dir is hidden (nothing listed) and the scoring process's memory cannot be read "
-        "(`/proc/PPID/mem`: EPERM); its environment, readable, is the child's own and holds no secret or "
-        "nonce. Knowing its order would help a candidate only to choose which draws count, which the worst "
+        "(`/proc/PPID/mem`: EPERM), nor, since session 31, its environment (the child holds no capability, "
+        "even run as root; it was the child's own and held no secret or nonce). Knowing its order would help a candidate only to choose which draws count, which the worst "
         "case now holds"
     ),
     unconfined="readable (the run is labelled unconfined); what the order could buy is held as confined",
@@ -375,15 +376,13 @@ def test_confined_candidate_code_cannot_learn_its_sequential_order(example, proj
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     nonces = [e["nonce"] for e in events if e["kind"] == "order_nonce_drawn"]
     assert secret and nonces
-    replies = [
-        json.loads(path.read_text())["trace"]["reply"]
-        for path in (run_dir / "rollouts" / "val").glob("*__peeker__t*.json")
-    ]
+    replies = [json.loads(path.read_text())["trace"]["reply"] for path in rollout_files(run_dir, "peeker")]
     assert replies
     for reply in replies:
         seen = dict(part.split(":", 1) for part in reply.split(" | ", 1)[1].split(" "))
         assert seen["runs"] in ("", "refused") and seen["mem"] == "refused", reply  # hidden; not traceable
-        environ = bytes.fromhex(seen["environ"]).decode(errors="replace") if seen["environ"] else ""
+        assert seen["environ"] == "refused", reply  # the child holds no capability, even run as root
+        environ = ""
         for said in (reply, environ):  # the scoring process's environment is the child's own
             assert secret not in said and not any(n in said for n in nonces)
 
@@ -437,7 +436,7 @@ def test_the_sequential_gate_reads_only_what_the_session_recorded(example, proje
     )
     result = pytester.runpytest(*args, plugins=[LyingWorker("noop")])
     run_dir = projects.run_dir(project)
-    recorded = [json.loads(p.read_text()) for p in (run_dir / "rollouts" / "val").glob("*__noop__*")]
+    recorded = [json.loads(p.read_text()) for p in rollout_files(run_dir, "noop")]
     assert recorded and all(r["passed"] for r in recorded)  # the lies were not recorded
     assert result.ret == 12, result.stdout.str()[-3000:]  # the no-op's failing rollouts are owed
     v = verdict(run_dir, "noop")

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from run_log import rollout_files
 
 from pytest_capevolve._cli.main import main
 
@@ -54,7 +55,11 @@ def test_a_grown_best_moves_no_later_sequential_gate(example, projects, capevolv
     copy = project.parent / "grown"
     shutil.copytree(project, copy, symlinks=True)
     assert capevolve(copy, extra=["--capevolve-candidate", "c7", "--capevolve-grow"]).ret in (0, 10, 13)
-    seed_trials = list((projects.run_dir(copy) / "rollouts" / "val").glob("*__seed__t1.json"))
+    seed_trials = [
+        path
+        for path in rollout_files(projects.run_dir(copy), "seed")
+        if json.loads(path.read_text())["trial"] == 1
+    ]
     assert seed_trials, "the grow paid a second trial of the best"
     untouched = _d1_sequential(projects, capevolve, project)
     grown = _d1_sequential(projects, capevolve, copy)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from cli_calls import run
 from fix_list_project import fixing, make_fix_list, split_ids
+from run_log import paid_tags, rollout_files
 
 
 def _round_of_three(built, example, projects, capevolve) -> tuple[Path, list[str]]:
@@ -164,7 +165,7 @@ def test_refuted_bytes_with_a_trailing_space_in_a_new_run_are_refused(built, exa
             "helpful: booked reject (repeat)",
         ]
     )
-    assert not list((projects.run_dir(project) / "rollouts" / "val").glob("*__helpful__*"))
+    assert not rollout_files(projects.run_dir(project), "helpful")
 
 
 @pytest.mark.attack(
@@ -199,7 +200,7 @@ def test_refuted_bytes_with_a_trailing_space_are_refused_after_their_run_folder_
             "helpful: booked reject (repeat)",
         ]
     )
-    assert not list((projects.run_dir(project) / "rollouts" / "val").glob("*__helpful__*"))
+    assert not rollout_files(projects.run_dir(project), "helpful")
 
 
 @pytest.mark.attack(
@@ -213,8 +214,8 @@ def test_two_siblings_with_the_same_bytes_are_gated_once(fix_list_baseline, proj
     fixing(project, "twin", val[:1])
     gated = capevolve(project, "one", "twin", gate=True)
     gated.stdout.fnmatch_lines(["twin *REJECT*byte-identical to 'one'*a sibling in this same session*"])
-    paid = [p.name for p in (projects.run_dir(project) / "rollouts" / "val").iterdir()]
-    assert len([p for p in paid if "__one__" in p]) == 12 and not [p for p in paid if "__twin__" in p]
+    paid = paid_tags(projects.run_dir(project))
+    assert paid.count("one") == 12 and "twin" not in paid
     # alone in its family: 'one' was decided at α, not at a Holm share of two
     assert "family" not in _verdict(project, projects, "one")["details"]
 
@@ -230,8 +231,8 @@ def test_an_unchanged_copy_of_the_best_is_not_paid_for(fix_list_baseline, projec
     same = capevolve(project, Path(json.loads(answer)["path"]), gate=True)
     assert same.ret == 10
     same.stdout.fnmatch_lines(["same *REJECT*byte-identical to 'seed' *the best*nothing to gate*"])
-    paid = [p.name for p in (projects.run_dir(project) / "rollouts" / "val").iterdir()]
-    assert paid and all("__seed__" in p for p in paid)  # no null control, no copy paid for
+    paid = paid_tags(projects.run_dir(project))
+    assert paid and set(paid) == {"seed"}  # no null control, no copy paid for
 
 
 @pytest.mark.attack(
@@ -385,9 +386,9 @@ def test_hill_climb_books_repeats_without_a_rollout_and_says_what_they_repeat(
         ("cand_0003", "reject", "repeat"),  # the crash's unchanged copy of the best
     ]
     rundir = projects.run_dir(project)
-    paid = [p.name for p in (rundir / "rollouts" / "val").iterdir()]
-    assert len([p for p in paid if "__cand_0001__" in p]) == 12
-    assert not [p for p in paid if "__cand_0002__" in p or "__cand_0003__" in p]
+    paid = paid_tags(rundir)
+    assert paid.count("cand_0001") == 12
+    assert "cand_0002" not in paid and "cand_0003" not in paid
     two = json.loads((rundir / "verdicts" / "cand_0002.json").read_text())
     assert two["details"]["repeats"] == "cand_0001" and two["details"]["earlier_decision"] == "reject"
     three = json.loads((rundir / "verdicts" / "cand_0003.json").read_text())
@@ -421,7 +422,7 @@ def test_a_new_run_does_not_retake_a_decision_on_the_same_bytes(built, example, 
     assert not list(second.glob("rollouts/val/*"))  # nothing paid: not even the best, nor a null
     # evaluating (not gating) in the new run is a measurement, not a decision: it is paid
     assert capevolve(project, "weak1").ret == 0
-    assert [p for p in (second / "rollouts" / "val").iterdir() if "__weak1__" in p.name]
+    assert rollout_files(second, "weak1")
 
 
 @pytest.mark.attack(
@@ -453,7 +454,7 @@ def test_a_run_folder_moved_out_still_holds_its_decisions(built, example, projec
     )
     second = projects.run_dir(project)
     assert second.name != first.name
-    assert not [p for p in second.glob("rollouts/val/*") if "__helpful__" in p.name]  # never paid
+    assert not rollout_files(second, "helpful")  # never paid
 
 
 @pytest.mark.attack(
@@ -702,7 +703,7 @@ def test_hill_climb_books_a_repeat_of_accepted_bytes_and_says_so(example, projec
         ("cand_0001", "indecisive", "repeat")
     ]
     rundir = projects.run_dir(project)
-    assert not [p for p in (rundir / "rollouts" / "val").iterdir() if "__cand_0001__" in p.name]
+    assert not rollout_files(rundir, "cand_0001")
     ledger = (rundir / "LEDGER.md").read_text()
     row = next(line for line in ledger.splitlines() if line.startswith("| cand_0001 |"))
     assert "| indecisive | repeat |" in row and "byte-identical to 'careful' (accepted at" in row

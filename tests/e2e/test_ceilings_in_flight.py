@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from run_log import rollout_files
 
 PRICEY = '''
 
@@ -85,9 +86,7 @@ def test_max_metric_calls_is_never_crossed_under_xdist_and_concurrency(example, 
     result.stderr.fnmatch_lines(["*60 + 60 rollouts > max_metric_calls=100*"])
     spent = json.loads((projects.run_dir(project) / "state.json").read_text())["spent"]
     assert spent["metric_calls"] == 60
-    assert not [
-        p for p in (projects.run_dir(project) / "rollouts" / "val").iterdir() if "__pricey__" in p.name
-    ]
+    assert not rollout_files(projects.run_dir(project), "pricey")
 
 
 def test_finalize_under_max_usd_prices_the_test_split_from_val(pricey_baseline, projects, capevolve) -> None:

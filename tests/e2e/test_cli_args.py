@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from cli_calls import run
 
+from pytest_capevolve._store.rundir import RunDir
+
 
 @pytest.fixture
 def gated(example, capevolve) -> Path:
@@ -22,7 +24,7 @@ def gated(example, capevolve) -> Path:
 def test_json_is_alone_on_stdout_for_every_command(gated: Path, projects, capsys) -> None:
     rundir = projects.run_dir(gated)
     p, run_id = str(gated), ["--run-id", rundir.name]
-    failing_rollout = str(next(rundir.rglob("q01__seed__t0.json")))
+    failing_rollout = str(RunDir(rundir).rollout_path("val", "q01", "seed", 0))
     commands = [
         ["check", p, *run_id],
         ["gate", "careful", p, "--against", "seed", *run_id],

@@ -112,6 +112,8 @@ def test_infra_errors_are_counted_apart_and_the_export_redacts_gold(tattler, cap
     report = diagnose(tattler, "seed", "--export", str(out))
 
     by_task = {t["task_id"]: t for t in report["tasks"]}
+    (file,) = by_task["q09"].pop("rollouts")  # its one rollout's file, named from the run's secret
+    assert json.loads((tattler / file).read_text())["task_id"] == "q09"
     assert by_task["q09"] == {
         "task_id": "q09", "passes": 0, "trials": 0, "band": "missing", "mean_reward": None, "infra_errors": 1
     }  # fmt: skip

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from cli_calls import run
 from fix_list_project import fixing, split_ids
+from run_log import rollout_files
 
 
 def _siblings_unbooked(project: Path, capevolve, extra: tuple[str, ...] = ()) -> Path:
@@ -106,7 +107,7 @@ def test_the_family_correction_is_frozen_with_the_run_and_every_reason_names_it(
     # today: gated at α each, nothing said
     assert laxer.ret == 4, laxer.stdout.str()
     assert "--capevolve-multiple none (frozen bh)" in laxer.stdout.str() + laxer.stderr.str()
-    assert not [p for p in (rundir / "rollouts" / "val").iterdir() if "__other__" in p.name]
+    assert not rollout_files(rundir, "other")
 
 
 @pytest.mark.attack(

@@ -15,6 +15,7 @@ from pathlib import Path
 import git
 import pytest
 from cli_calls import hill_climb
+from run_log import paid_keys, paid_tags, rollout_files
 
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._store.rundir import RunDir
@@ -119,7 +120,7 @@ def test_toy_calc_cyclic_focus_rejects_what_two_tasks_cannot_show(example, capsy
     assert [r["basis"] for r in rejected(project)] == ["gate", "repeat", "repeat"]
     for row in rejected(project)[1:]:
         assert "byte-identical to 'cand_0002'" in row["note"]
-        assert not list((run_dir(project) / "rollouts" / "val").glob(f"*__{row['tag']}__*.json"))
+        assert not rollout_files(run_dir(project), row["tag"])
     messages, tags = store_log(project)
     assert len(messages) == 5 and tags == {"seed", "cand_0001"}
     assert [m.split(" ")[2] for m in messages[1:]] == ["ACCEPT", "reject", "reject", "reject"]
@@ -186,8 +187,7 @@ def test_noisy_agent_loop_accepts_only_the_improving_edit(example, capevolve, ca
     # tamper: never scored, stall untouched, best unchanged; microcases: rejected with 0 rollouts
     st = state(project)
     assert (st["best_id"], st["iterations"], st["stall"]) == ("cand_0002", 5, 2)
-    val = list((run_dir(project) / "rollouts" / "val").glob("*.json"))
-    assert not [p for p in val if any(f"__cand_000{i}__" in p.name for i in (1, 3, 4, 5))]
+    assert not {f"cand_000{i}" for i in (1, 3, 4, 5)} & set(paid_tags(run_dir(project)))
     assert ledger_rows(project) == [
         ["cand_0001", "seed", "reject", "repeat"],
         ["cand_0002", "seed", "accept", ""],
@@ -253,10 +253,7 @@ def test_kill_nine_mid_evaluation_then_resume_pays_nothing_twice(example, projec
         timeout=300,
     )
     assert loop.returncode == -signal.SIGKILL and (project / "killed").exists()
-    persisted = {
-        (p.name.split("__")[0], p.name.split("__")[1])
-        for p in (run_dir(project) / "rollouts" / "val").glob("*.json")
-    }
+    persisted = paid_keys(run_dir(project))
     assert 12 < len(persisted) < 48 and run_dir(project).joinpath("verdicts").exists() is False
     killed_at = len((project / "observed" / "calls.txt").read_text().splitlines())
 
@@ -504,10 +501,9 @@ def test_a_killed_hill_climb_stops_its_gate_session_and_the_resume_decides_as_an
             climb.kill()
     gate_log = (run_dir(project) / "hill_climb" / "cand_0001" / "gate.log").read_text()
     assert "KeyboardInterrupt" in gate_log, gate_log[-3000:]  # stopped as Ctrl-C stops a session
-    val = run_dir(project) / "rollouts" / "val"
-    paid = {p.name for p in val.glob("*__cand_0001__*.json")}
+    paid = rollout_files(run_dir(project), "cand_0001")
     assert len(paid) == 1, paid  # the one it paid is kept, the one in flight lost
-    kept = len([p for p in val.glob("*.json") if "__seed__" not in p.name])  # the nulls' too
+    kept = len([tag for tag in paid_tags(run_dir(project)) if tag != "seed"])  # the nulls' too
 
     monkeypatch.delenv("CAPEVOLVE_TEST_HOLD", raising=False)
     code, resumed, err = hill_climb(

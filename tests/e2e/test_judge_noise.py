@@ -9,6 +9,7 @@ import os
 import shutil
 
 import pytest
+from run_log import rollout_files
 
 from pytest_capevolve._cli.main import main
 
@@ -163,7 +164,7 @@ def test_re_scores_edited_to_the_same_mean_are_refused_not_split(example, projec
     capsys.readouterr()
     main(["gate", "careful", "--project", str(project), "--json"])
     assert "judge_share" in json.loads(capsys.readouterr().out)["judge_noise"]
-    for path in sorted((run / "rollouts" / "val").glob("*__careful__t*.json")):
+    for path in rollout_files(run, "careful"):
         record = json.loads(path.read_text())
         if 0 < record["reward"] < 1:
             record["judge"]["rewards"] = [record["reward"]] * 3

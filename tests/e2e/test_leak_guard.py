@@ -7,6 +7,7 @@ import json
 import shutil
 
 import pytest
+from run_log import rollout_files
 
 from pytest_capevolve._project import leak
 
@@ -207,5 +208,7 @@ def test_bytes_written_after_the_leak_screen_read_a_candidate_are_never_register
     assert "register it again once nothing writes to it" in err  # the way on
     runs = project / ".capevolve" / "runs"
     assert runs.is_dir()  # the session got as far as its run dir
-    assert not list(runs.glob("*/rollouts/*/*__swap__*"))  # nothing paid for it
+    assert not [
+        r for run in runs.iterdir() for s in ("val", "train") for r in rollout_files(run, "swap", s)
+    ]  # nothing paid for it
     assert not list(runs.glob("*/candidates/swap"))  # never registered

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from cli_calls import hill_climb, run
+from run_log import rollout_files
 
 PY = sys.executable
 OPTIMIZER = f"{PY} optimizer.py {{workdir}} {{prompt}}"
@@ -126,7 +127,7 @@ def test_signal_train_shows_the_optimizer_train_failures_and_pays_train_once_per
     shown = focus.split(": ", 1)[1].split(", ")
     assert shown and set(shown) <= set(splits["train"]) and not set(shown) & set(splits["val"])
     # the seed was paid on train for the signal; the gate still read val only
-    assert len(list((run_dir / "rollouts" / "train").glob("*__seed__t*.json"))) == len(splits["train"])
+    assert len(rollout_files(run_dir, "seed", "train")) == len(splits["train"])
     verdict = json.loads((run_dir / "verdicts" / "cand_0001.json").read_text())
     assert verdict["n_tasks"] == len(splits["val"])
     no_train = example("toy_calc", "no_train")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from run_log import rollout_files
 
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._project.microcase_gen import REDACTED
@@ -274,7 +275,7 @@ def test_a_failing_microcase_rejects_before_any_rollout(example, projects, capev
         verdict = json.loads((rundir / "verdicts" / f"{tag}.json").read_text())
         assert verdict["basis"] == "micro_test_fail" and verdict["decision"] == "reject"
         assert [f["id"] for f in verdict["details"]["failed_microcases"]] == failed
-        assert not list((rundir / "rollouts" / "val").glob(f"*__{tag}__*"))
+        assert not rollout_files(rundir, tag)
         assert not (rundir / "candidates" / tag).exists()
     improved = json.loads((rundir / "verdicts" / "improved.json").read_text())
     assert improved["n_tasks"] == 40 and improved["decision"] == "accept"

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from run_log import rollout_files
 
 from pytest_capevolve._cli.main import main  # numpy and scipy load once, here, not in each in-process session
 
@@ -111,9 +112,7 @@ def test_verify_cross_checks_rollout_files_against_their_events(example, project
     rundir = projects.run_dir(project)
     assert main(["verify", str(rundir)]) == 0
     failed = next(
-        path
-        for path in sorted((rundir / "rollouts" / "val").glob("*__seed__*.json"))
-        if json.loads(path.read_text())["reward"] == 0.0
+        path for path in rollout_files(rundir, "seed") if json.loads(path.read_text())["reward"] == 0.0
     )
     record = json.loads(failed.read_text())
     record["reward"], record["passed"] = 1.0, True

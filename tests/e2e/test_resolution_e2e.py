@@ -10,6 +10,7 @@ from fractions import Fraction
 
 from cli_calls import run
 from fix_list_project import fixing, make_fix_list, split_ids
+from run_log import paid_tags
 
 
 def test_the_resolution_is_said_before_paying_and_identical_nulls_stop_being_paid(
@@ -70,6 +71,6 @@ def test_the_resolution_is_said_before_paying_and_identical_nulls_stop_being_pai
         ["*three (REJECT)*", "*MDE not estimable: the nulls are identical (reproducible agent)*"]
     )
     assert "what it would take" not in second.stdout.str() and "4 times in 5" not in second.stdout.str()
-    paid = [p.name for p in (projects.run_dir(project) / "rollouts" / "val").iterdir()]
-    assert not [p for p in paid if "__seed-null2__" in p]  # today: 12 more rollouts for nothing
-    assert len([p for p in paid if "__seed-null1__" in p]) == 12
+    paid = paid_tags(projects.run_dir(project))
+    assert "seed-null2" not in paid  # today: 12 more rollouts for nothing
+    assert paid.count("seed-null1") == 12

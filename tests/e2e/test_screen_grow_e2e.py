@@ -11,14 +11,16 @@ import shutil
 from pathlib import Path
 
 import pytest
+import run_log
 
 from pytest_capevolve._cli.main import main
+from pytest_capevolve._store.rundir import RunDir
 
 VAL_TASKS, TRIALS = 40, 5
 
 
 def rollout_files(run: Path, tag: str) -> int:
-    return len(list((run / "rollouts" / "val").glob(f"*__{tag}__t*.json")))
+    return len(run_log.rollout_files(run, tag))
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -196,7 +198,7 @@ def test_a_provisional_candidate_is_grown_twice_at_the_pooled_n_then_refused(
         # trial indices continue for both arms: the pairing holds
         for tag in ("near18", "seed"):
             assert rollout_files(run, tag) == VAL_TASKS * trials
-        assert json.loads((run / "rollouts" / "val" / f"n10__near18__t{trials - 1}.json").read_text())[
+        assert json.loads(RunDir(run).rollout_path("val", "n10", "near18", trials - 1).read_text())[
             "seed"
         ] == (100 + trials - 1)
         assert rollout_files(run, "seed-null1") == VAL_TASKS * TRIALS  # the nulls are not grown

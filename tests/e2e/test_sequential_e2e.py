@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import run_log
 
 from pytest_capevolve import exitcodes
 from pytest_capevolve._cli.main import main
@@ -23,7 +24,7 @@ def no_microcases(project: Path) -> None:
 
 
 def rollout_files(run_dir: Path, tag: str) -> int:
-    return len(list((run_dir / "rollouts" / "val").glob(f"*__{tag}__t*.json")))
+    return len(run_log.rollout_files(run_dir, tag))
 
 
 def verdict(run_dir: Path, tag: str) -> dict:

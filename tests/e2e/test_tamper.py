@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from run_log import paid_tags
 
 SCORER = "def grade(output):\n    return 1.0 if output == 'resolved' else 0.0\n"
 
@@ -31,9 +32,7 @@ def rollout_tags(projects) -> Callable[[Path], set[str]]:
     """``rollout_tags(project)``: the tags with a persisted val rollout in the newest run."""
 
     def tags(project: Path) -> set[str]:
-        return {
-            p.name.split("__")[1] for p in (projects.run_dir(project) / "rollouts" / "val").glob("*.json")
-        }
+        return set(paid_tags(projects.run_dir(project)))
 
     return tags
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from cli_calls import run
 from fix_list_project import split_ids
+from run_log import rollout_files
 
 from pytest_capevolve._store.memory.project_seal import REUSED_LABEL
 
@@ -276,7 +277,7 @@ def _copy(project: Path, dest: Path) -> Path:
 
 
 def _paid(project: Path, tag: str, projects) -> list[Path]:
-    return [p for p in projects.run_dir(project).glob("rollouts/val/*") if f"__{tag}__" in p.name]
+    return rollout_files(projects.run_dir(project), tag)
 
 
 @pytest.mark.attack(

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from run_log import rollout_files
 
 from pytest_capevolve._cli.main import main
 from pytest_capevolve._store.rundir import RunDir
@@ -53,11 +54,7 @@ def test_a_resume_that_changed_nothing_draws_nothing_and_any_change_draws_again(
     # here; tests/e2e/test_attacks_rollout_bytes.py the others), quarantines it and never shows the
     # edit, and the next session pays it again
     run = RunDir(projects.run_dir(project))
-    path = next(
-        p
-        for p in sorted((run.root / "rollouts" / "val").glob("*__careful__t*.json"))
-        if json.loads(p.read_text())["reward"] == 0.0
-    )
+    path = next(p for p in rollout_files(run.root, "careful") if json.loads(p.read_text())["reward"] == 0.0)
     record = json.loads(path.read_text())
     true_feedback = record["feedback"]
     record.update(feedback="edited by hand")

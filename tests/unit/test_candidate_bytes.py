@@ -12,6 +12,7 @@ import pytest
 
 from pytest_capevolve._engine.candidate_bytes import CandidateBytes, CandidateMismatch
 from pytest_capevolve._project.candidate import CandidateError, content_hash
+from pytest_capevolve._store.log.event_kinds import ORDER_SECRET_CREATED
 from pytest_capevolve._store.rundir import RunDir, RunDirError
 from pytest_capevolve._store.snapshots import folder_name
 
@@ -262,8 +263,32 @@ def test_a_snapshot_left_by_a_stopped_registration_is_replaced(tmp_path: Path) -
 
 
 def test_a_run_an_older_version_made_is_refused_with_the_way_on(tmp_path: Path) -> None:
-    """Its candidates ran from ``candidates/<tag>/files``, a folder that names the tag."""
+    """Its candidates ran from ``candidates/<tag>/files`` (before session 30), or its rollout files were
+    ``<task>__<tag>__t<k>.json`` (session 30): a folder or a file that names the tag. Its secret says what
+    it names, and a secret that names less is one refusal, wherever a folder or a file is named."""
     rundir = RunDir(tmp_path / "run")
+    rundir.log.append_event(ORDER_SECRET_CREATED, sha256="0" * 64, path="secret/order.key")  # no names
     (rundir.snapshots.candidate_dir("seed") / "files").mkdir(parents=True)
-    with pytest.raises(RunDirError, match=r"older pytest-capevolve.*start a new run \(--capevolve-new-run\)"):
-        rundir.snapshots.snapshot_dir("seed")
+    for naming in (
+        lambda: rundir.snapshots.snapshot_dir("seed"),
+        lambda: rundir.rollout_path("val", "t1", "seed", 0),
+    ):
+        with pytest.raises(
+            RunDirError, match=r"older pytest-capevolve.*start a new run \(--capevolve-new-run\)"
+        ):
+            naming()
+
+
+def test_a_rollout_file_is_named_from_the_runs_secret_never_by_its_tag(tmp_path: Path) -> None:
+    """A null control can ``stat`` any file it names: the best's record must have a name it cannot make."""
+    first = RunDir(tmp_path / "one")
+    names = {
+        (t, k): first.rollout_path("val", "t1", t, k).name for t in ("seed", "seed-null1") for k in (0, 1)
+    }
+    assert len(set(names.values())) == 4 and not any(
+        "seed" in name or "__t" in name for name in names.values()
+    )
+    assert all(name.startswith("t1__") and name.endswith(".json") for name in names.values())
+    assert (
+        RunDir(first.root).rollout_path("val", "t1", "seed", 0).name == names["seed", 0]
+    )  # read back, the same

@@ -165,7 +165,7 @@ def test_a_boundary_that_would_grant_a_hidden_folder_is_refused_before_anything_
 # rollout, another sandbox child's (the best's, a null control's)
 _ESCAPEE = (
     """
-import json, os, signal, sys
+import json, os, signal, socket, sys
 from pytest_capevolve._confine.landlock import Boundary, confine
 state = confine(Boundary.from_json(json.loads(sys.argv[1])))
 if os.fork():
@@ -177,6 +177,11 @@ seen = {"confined": state.confined, "own_group": os.getpgrp() == os.getpid()}
     + """attempt("write_sibling_scratch", lambda: open(sys.argv[3] + "/answer.json", "w").write("{}"))
 attempt("signal_evaluator", lambda: os.kill(int(sys.argv[4]), 0))
 attempt("signal_sibling", lambda: os.kill(int(sys.argv[2]), signal.SIGKILL))
+attempt("read_sibling_environ", lambda: open(f"/proc/{sys.argv[2]}/environ", "rb").read())
+attempt("bind_tcp", lambda: socket.socket().bind(("127.0.0.1", 0)))
+attempt("bind_udp", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).bind(("127.0.0.1", 0)))
+status = open("/proc/self/status").read().splitlines()
+seen["capabilities"] = [line.split()[1] for line in status if line.startswith(("CapEff", "CapBnd"))]
 print(json.dumps(seen), flush=True)
 """
 )
@@ -200,14 +205,14 @@ def _escape(tmp_path: Path, env: dict[str, str] | None = None) -> tuple[dict[str
     candidate.mkdir()
     env = {**os.environ, **(env or {})}
     sibling = subprocess.Popen(
-        [sys.executable, "-c", _SIBLING, json.dumps(Boundary((best,), (hidden,)).as_json())],
+        [sys.executable, "-c", _SIBLING, json.dumps(Boundary((best,), (hidden,), bind_tcp=False).as_json())],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         env=env,
         start_new_session=True,
     )
     assert sibling.stdout is not None and sibling.stdout.readline() == b"ready\n"
-    boundary = json.dumps(Boundary((candidate,), (hidden,)).as_json())
+    boundary = json.dumps(Boundary((candidate,), (hidden,), bind_tcp=False).as_json())
     escapee = subprocess.run(  # its output ends when the last of the two processes does
         [sys.executable, "-c", _ESCAPEE, boundary, str(sibling.pid), str(best), str(os.getpid())],
         env=env,
@@ -229,7 +234,9 @@ def _escape(tmp_path: Path, env: dict[str, str] | None = None) -> tuple[dict[str
     ),
     outcome=(
         "prevented: a new session leaves no Landlock domain; the sibling child is outside it (EPERM, "
-        "signals scoped) and so is its scratch (EACCES); the session too"
+        "signals scoped) and so is its scratch (EACCES); the session too. Nor can it read the sibling's "
+        "`/proc/PID/environ` (it holds no capability, even run as root) or bind a TCP port (ABI ≥ 4); "
+        "it can bind a UDP one (Landlock governs TCP only)"
     ),
     unconfined=(
         "**not held**: the kill lands and the best's rollout is booked as its failure, as killing the "
@@ -243,6 +250,10 @@ def test_a_process_that_left_its_childs_group_still_cannot_reach_a_sibling_child
         assert seen["confined"] is True and seen["own_group"] is True
         assert seen["signal_sibling"] == seen["signal_evaluator"] == os.strerror(1)  # EPERM
         assert seen["write_sibling_scratch"] == os.strerror(13)  # EACCES
+        assert seen["read_sibling_environ"] == os.strerror(13)  # root's too: no CAP_SYS_ADMIN, CAP_PERFMON
+        assert seen["capabilities"] == ["0000000000000000"] * 2  # effective and bounding: none, for good
+        if abi() >= 4:
+            assert seen["bind_tcp"] == os.strerror(13) and seen["bind_udp"] == "ok"  # what Landlock governs
         assert sibling.poll() is None  # never signalled: it still waits on its pipe
         assert not (tmp_path / "scratch-best" / "answer.json").exists()
     finally:
@@ -255,7 +266,7 @@ def test_unconfined_the_same_process_kills_a_sibling_child(tmp_path):
     seen, sibling = _escape(tmp_path, {"CAPEVOLVE_LANDLOCK": "off"})
     try:
         assert seen["confined"] is False
-        assert seen["signal_sibling"] == seen["write_sibling_scratch"] == "ok"
+        assert seen["signal_sibling"] == seen["write_sibling_scratch"] == seen["bind_tcp"] == "ok"
         assert sibling.wait() == -9
     finally:
         sibling.kill()

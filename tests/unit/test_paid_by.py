@@ -5,8 +5,22 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_capevolve._store.log import paid_by
 from pytest_capevolve._store.log.event_kinds import CLAIMED
-from pytest_capevolve._store.log.paid_by import claimed_keys, paid_twice, untrusted
+from pytest_capevolve._store.log.paid_by import Key, claimed_keys
+
+
+def _file(key: Key) -> str:
+    """A rollout's file as the run names it (any name one key has alone: the run's is a MAC)."""
+    return "rollouts/{}/{}__{}-{}.json".format(*key)
+
+
+def untrusted(events: list[dict]) -> list[str]:
+    return paid_by.untrusted(events, _file)
+
+
+def paid_twice(events: list[dict]) -> list[str]:
+    return paid_by.paid_twice(events, _file)
 
 
 def _rollout(seq: int, task: str, *, claim: str | None = "c1", reward: float | None = 1.0) -> dict:
@@ -39,7 +53,7 @@ def test_a_key_paid_twice_is_named_unless_its_file_was_moved_between_or_the_firs
         line
         == "val t1 cand t0: paid 2 times (rollout events seq 2, 3) with no quarantine or vanish of its file between"
     )
-    vanished = {"kind": "rollout_vanished", "seq": 3, "files": ["rollouts/val/t1__cand__t0.json"]}
+    vanished = {"kind": "rollout_vanished", "seq": 3, "files": [_file(("val", "t1", "cand", 0))]}
     assert untrusted([CLAIM, _rollout(2, "t1"), vanished, _rollout(4, "t1")]) == []
     assert untrusted([CLAIM, _rollout(2, "t1", reward=None), _rollout(3, "t1")]) == []  # an outage, then paid
 

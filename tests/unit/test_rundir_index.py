@@ -39,6 +39,11 @@ def run(tmp_path: Path, val_rollout) -> RunDir:
     return rundir
 
 
+def _rel(run: RunDir, task: str, tag: str, trial: int) -> str:
+    """A val rollout's file relative to the run dir (named from the run's secret)."""
+    return run.rollout_file(("val", task, tag, trial))
+
+
 def _with(record: RolloutRecord, **changes) -> RolloutRecord:
     return RolloutRecord.from_json({**record.to_json(), **changes})
 
@@ -156,13 +161,11 @@ def test_verify_blames_an_index_row_only_while_its_file_has_the_rows_size_and_mt
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
     assert path.stat().st_size == before.st_size
     problems = audit(RunDir(run.root))
-    assert any(p.startswith("rollouts/val/task-0__seed__t0.json: reward 1.0 in the file") for p in problems)
+    assert any(p.startswith(f"{_rel(run, 'task-0', 'seed', 0)}: reward 1.0 in the file") for p in problems)
     assert not [p for p in problems if p.startswith("index.sqlite")], problems
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # the row's size and mtime again
     problems = audit(RunDir(run.root))
-    assert (
-        "index.sqlite: reward 0.0 for rollouts/val/task-0__seed__t0.json, but the file says 1.0" in problems
-    )
+    assert f"index.sqlite: reward 0.0 for {_rel(run, 'task-0', 'seed', 0)}, but the file says 1.0" in problems
 
 
 def test_verify_names_an_unfinished_write_and_repair_removes_it_unless_a_session_is_live(run: RunDir) -> None:
@@ -294,9 +297,9 @@ def test_verify_opens_each_rollout_file_once_and_still_finds_every_kind_of_misma
     index_view = RunDir(run.root).rollouts.index_view  # the index's check reading the files itself
     from_files = index_view.check([], repair=False)
     assert [p for p in problems if p.startswith("index.sqlite")] == from_files
-    assert any("task-1__seed__t1.json" in p and "infra_error 'x'" in p for p in from_files), from_files
-    assert any(p.startswith("rollouts/val/task-2__cand__t1.json: reward 1.0 in the file") for p in problems)
-    assert any(p.startswith("rollouts/val/task-4__seed__t0.json: unreadable") for p in problems)
+    assert any(_rel(run, "task-1", "seed", 1) in p and "infra_error 'x'" in p for p in from_files), from_files
+    assert any(p.startswith(f"{_rel(run, 'task-2', 'cand', 1)}: reward 1.0 in the file") for p in problems)
+    assert any(p.startswith(f"{_rel(run, 'task-4', 'seed', 0)}: unreadable") for p in problems)
 
 
 def test_verify_reads_a_file_missing_a_field_as_before(run: RunDir) -> None:
@@ -320,17 +323,17 @@ def test_verify_reads_a_file_missing_a_field_as_before(run: RunDir) -> None:
     record = json.loads(moved.read_text())
     moved.write_text(json.dumps({**record, "split": "train"}))
     problems = audit(RunDir(run.root))
-    assert "rollouts/val/task-0__cand__t0.json: no rollout event records it" in " ".join(problems)
-    assert "rollouts/val/task-0__cand__t0.json: recorded by rollout event" in " ".join(problems)
+    assert f"{_rel(run, 'task-0', 'cand', 0)}: no rollout event records it" in " ".join(problems)
+    assert f"{_rel(run, 'task-0', 'cand', 0)}: recorded by rollout event" in " ".join(problems)
     # read as json.loads reads them (no field differs from the event), but not the bytes written
     for task in ("task-3", "task-1"):
-        rel = f"rollouts/val/{task}__seed__t0.json"
+        rel = _rel(run, task, "seed", 0)
         said = [p for p in problems if p.startswith(rel)]
         assert len(said) == 1, problems
         assert said[0].startswith(f"{rel}: its bytes differ from what its rollout"), problems
-    assert "rollouts/val/task-4__seed__t0.json: unreadable (Extra data" in " ".join(problems)
-    assert "rollouts/val/task-0__seed__t0.json: unreadable ('split'); " in " ".join(problems)
-    assert any(p.startswith("rollouts/val/task-2__seed__t0.json: unreadable") for p in problems)
+    assert f"{_rel(run, 'task-4', 'seed', 0)}: unreadable (Extra data" in " ".join(problems)
+    assert f"{_rel(run, 'task-0', 'seed', 0)}: unreadable ('split'); " in " ".join(problems)
+    assert any(p.startswith(f"{_rel(run, 'task-2', 'seed', 0)}: unreadable") for p in problems)
 
 
 def test_verify_finds_a_rollout_paid_twice_unless_it_was_moved_aside_in_between(
@@ -339,7 +342,7 @@ def test_verify_finds_a_rollout_paid_twice_unless_it_was_moved_aside_in_between(
     run.rollouts.record_rollout(val_rollout("seed", "task-0", 0, 0.0))  # a second valid event, same file
     twice = "val task-0 seed t0: paid 2 times (rollout events seq "
     assert [p for p in audit(RunDir(run.root)) if ": paid" in p][0].startswith(twice)
-    run.log.append_event("rollout_quarantined", file="rollouts/val/task-1__seed__t0.json", moved_to="x")
+    run.log.append_event("rollout_quarantined", file=f"{_rel(run, 'task-1', 'seed', 0)}", moved_to="x")
     run.rollouts.record_rollout(val_rollout("seed", "task-1", 0, 0.5))  # paid again after the move: expected
     problems = audit(RunDir(run.root))
     (paid,) = [p for p in problems if ": paid" in p]
@@ -357,11 +360,11 @@ def test_verify_and_the_decisions_guard_find_the_same_double_payments(run: RunDi
     def doubles() -> tuple[list[str], list[str]]:
         rundir = RunDir(run.root)
         said = [p for p in audit(rundir) if ": paid" in p]
-        return said, [p for p in untrusted(rundir.log.of_kinds(*KINDS)) if ": paid" in p]
+        return said, [p for p in untrusted(rundir.log.of_kinds(*KINDS), rundir.rollout_file) if ": paid" in p]
 
     assert doubles() == ([], [])  # a run without a double payment
     run.rollouts.record_rollout(val_rollout("seed", "task-0", 0, 0.0))  # paid twice, nothing moved between
-    run.log.append_event("rollout_quarantined", file="rollouts/val/task-0__seed__t0.json", moved_to="x")
+    run.log.append_event("rollout_quarantined", file=f"{_rel(run, 'task-0', 'seed', 0)}", moved_to="x")
     run.rollouts.record_rollout(val_rollout("seed", "task-0", 0, 0.5))  # after the move: expected
     said, refused = doubles()
     assert said == refused and len(said) == 1, (said, refused)

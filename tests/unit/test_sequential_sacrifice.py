@@ -46,7 +46,7 @@ def test_a_sibling_decided_at_once_stops_neither_the_nulls_nor_the_best() -> Non
     gate = SequentialGate(
         config=SimpleNamespace(stash={}),  # type: ignore[arg-type]
         spec=SimpleNamespace(gate_min_effect=0.05, success_threshold=1.0),  # type: ignore[arg-type]
-        rundir=SimpleNamespace(rollouts=Nothing(), log=Nothing(), run_id="r"),  # type: ignore[arg-type]
+        rundir=SimpleNamespace(rollouts=Nothing(), log=Nothing(), run_id="r", rollout_file=str),  # type: ignore[arg-type]
         plan=plan,  # type: ignore[arg-type]
         best="seed",
         gated=gated,

@@ -26,7 +26,7 @@ def gate(gated: list[str]) -> SequentialGate:
     return SequentialGate(
         config=None,  # type: ignore[arg-type]  # summary() reads none of these
         spec=SimpleNamespace(gate_min_effect=0.05, success_threshold=1.0),  # type: ignore[arg-type]
-        rundir=SimpleNamespace(rollouts=NoRollouts(), log=NoEvents(), run_id="r"),  # type: ignore[arg-type]
+        rundir=SimpleNamespace(rollouts=NoRollouts(), log=NoEvents(), run_id="r", rollout_file=str),  # type: ignore[arg-type]
         plan=plan,  # type: ignore[arg-type]
         best="seed",
         gated=gated,

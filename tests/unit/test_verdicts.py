@@ -97,7 +97,7 @@ def test_write_verdict_writes_the_file_and_logs_the_event(tmp_path):
     rundir.verdicts.write_verdict(judging.verdict_file(verdict, null_control=False))
     data = json.loads(rundir.verdicts.verdict_path("cand").read_text())
     assert data["decision"] == ACCEPT and data["null_control"] is False and data["p_exact"] == "1/64"
-    assert data["rollouts"] == "rollouts/val/*__cand__t*.json vs *__best__t*.json"
+    assert data["rollouts"] == "rollouts/val/*.json whose tag is cand, against those whose tag is best"
     event = json.loads(rundir.events_path.read_text().splitlines()[-1])
     assert event["kind"] == "verdict" and event["tag"] == "cand" and event["against"] == "best"
     assert (event["decision"], event["basis"], event["p_value"], event["delta_mean"]) == (

@@ -23,7 +23,7 @@ from ..._project.way_on import pasteable
 from ..._show.numbers import num
 from ..._store.log.event_kinds import DECISION, ROLLOUT, SCREEN, TASK_EVAL, WORK_CREATED
 from ..._store.readers.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
-from ..._store.rundir import RunDir
+from ..._store.rundir import RunDir, rollouts_of
 from .. import guards
 from ..alpha.gate_settings import next_decision_spec
 from ..alpha.resolution import headroom, resolution
@@ -164,7 +164,7 @@ def _best_json(records: ByTag, best: str, val_ids: list[str], trials: int) -> di
         "tasks": len(val_ids),
         "trials": trials,
         "full_val": bool(val_ids) and coverage == 1.0,
-        "source": f"rollouts/val/*__{best}__t*.json",
+        "source": rollouts_of("val", best),
     }
 
 

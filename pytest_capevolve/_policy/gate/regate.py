@@ -62,7 +62,7 @@ def regate(spec: Spec, rundir: RunDir, val_ids: list[str], ask: GateAsk) -> Verd
     """The verdict of ``ask.tag`` against ``ask.against`` (default: the recorded parent, else the best);
     refused for an unknown tag or one gated against itself."""
     # derived only from rollouts a session claimed and paid once (:mod:`..._store.log.paid_by`)
-    paid_by.refuse_untrusted(rundir.log.of_kinds(*paid_by.KINDS), rundir.run_id)
+    paid_by.refuse_untrusted(rundir.log.of_kinds(*paid_by.KINDS), rundir.run_id, rundir.rollout_file)
     recorded, unsure = _recorded(rundir, ask.tag)
     against = _against(rundir, ask, recorded)
     # the recorded decision is re-derived as decided, unless another parent is asked for

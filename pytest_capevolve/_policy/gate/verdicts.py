@@ -26,7 +26,7 @@ from ..._project.spec import Spec
 from ..._store.log.event_kinds import SESSION_LOAD
 from ..._store.readers import evidence
 from ..._store.readers.evidence import ByTag
-from ..._store.rundir import RunDir
+from ..._store.rundir import RunDir, rollouts_of
 from ..stop.stop_condition import NO_REGRESS
 from ..stop.stop_condition import parse as parse_stop_condition
 from . import judge
@@ -236,7 +236,7 @@ def verdict_file(verdict: Verdict, **extra: Any) -> dict[str, Any]:
     # confined or not: the candidate code whose rollouts this session ran, and the optimizer
     data.setdefault("confinement", confinement.said())
     data["rollouts"] = (
-        f"rollouts/{GATE_SPLIT}/*__{verdict.tag}__t*.json vs *__{verdict.against}__t*.json"
+        f"{rollouts_of(GATE_SPLIT, verdict.tag)}, against those whose tag is {verdict.against}"
         if verdict.n_tasks
         else "none: decided before any rollout was paid"
     )

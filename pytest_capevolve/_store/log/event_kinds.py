@@ -59,7 +59,8 @@ SpecChanged = TypedDict("SpecChanged", {"changed": list[str]})
 SplitsFrozen = TypedDict("SplitsFrozen", {"sizes": dict[str, int], "ids_sha256": str})
 HarnessLocked = TypedDict("HarnessLocked", {"files": dict[str, str]})
 TaskKeys = TypedDict("TaskKeys", {"keys": dict[str, str]})
-Secret = TypedDict("Secret", {"sha256": str, "path": str})
+# names: what the secret names (snapshot folders, rollout files); absent in a run an older version made
+Secret = TypedDict("Secret", {"sha256": str, "path": str, "names": NotRequired[list[str]]})
 OrderNonceDrawn = TypedDict("OrderNonceDrawn", {"content_hash": str, "nonce": str})
 GateFrozen = TypedDict("GateFrozen", {"settings": dict[str, Any], "overridden": dict[str, Any]})
 Claimed = TypedDict("Claimed", {"claim": str, "keys": dict[str, list[str]]})
@@ -236,7 +237,9 @@ SPLITS_FROZEN = Kind("splits_frozen", SplitsFrozen, "The train/val/test partitio
 HARNESS_LOCKED = Kind("harness_locked", HarnessLocked, "The digests of the harness, locked with the run.")
 TASK_KEYS = Kind("task_keys", TaskKeys, "Each task's content key: a task across runs, whatever its id.")
 ORDER_SECRET_CREATED = Kind(
-    "order_secret_created", Secret, "The commitment to the run's secret (task orders, snapshot names)."
+    "order_secret_created",
+    Secret,
+    "The commitment to the run's secret (task orders, folder and file names).",
 )
 ORDER_NONCE_DRAWN = Kind("order_nonce_drawn", OrderNonceDrawn, "A sequential gate's nonce for some bytes.")
 GATE_SETTINGS_FROZEN = Kind("gate_settings_frozen", GateFrozen, "The gate settings, frozen once.")

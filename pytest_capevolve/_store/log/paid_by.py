@@ -7,11 +7,9 @@ between is refused. A forger who also logs a claim passes: only a kernel boundar
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..._project.candidate import check_tag, escape_id
 from ...exitcodes import first_few
 from ..files import RunDirError
 from .event_kinds import CLAIMED, ROLLOUT, ROLLOUT_QUARANTINED, ROLLOUT_VANISHED
@@ -28,21 +26,11 @@ def claimed_keys(keys: Iterable[Key]) -> dict[str, list[str]]:
     return grouped
 
 
-def rollout_file(key: Key) -> str:
-    """A rollout's file relative to the run dir, as quarantine and vanish events name it."""
-    split, task_id, tag, trial = key
-    return f"rollouts/{split}/{_escaped(task_id)}__{_checked_tag(tag)}__t{int(trial)}.json"
-
-
 def moved_files(event: dict[str, Any]) -> list[str]:
     """The files a ``rollout_quarantined`` or ``rollout_vanished`` event moved or found gone."""
     if event.get("kind") == ROLLOUT_QUARANTINED:
         return [str(event.get("file"))]
     return [str(file) for file in event.get("files") or ()] if event.get("kind") == ROLLOUT_VANISHED else []
-
-
-_escaped = functools.lru_cache(maxsize=1 << 16)(escape_id)  # a verify names every rollout's file
-_checked_tag = functools.lru_cache(maxsize=1 << 12)(check_tag)
 
 
 class Doubles:
@@ -51,7 +39,8 @@ class Doubles:
     :func:`untrusted` before a decision reads the log, and by ``capevolve verify`` (:func:`paid_twice`),
     so verify shows every double a decision refuses."""
 
-    def __init__(self) -> None:
+    def __init__(self, file_of: Callable[[Key], str]) -> None:
+        self.file_of = file_of  # a rollout's file relative to the run dir (``RunDir.rollout_file``)
         self.valid_since: dict[Key, int] = {}
         self.moved: dict[str, int] = {}  # file -> seq of its last quarantine or vanish
         self.doubled: dict[Key, list[int]] = {}
@@ -61,7 +50,7 @@ class Doubles:
             return
         seq = event.get("seq", 0)
         earlier = self.valid_since.get(key)
-        if earlier is not None and (not self.moved or self.moved.get(rollout_file(key), -1) < earlier):
+        if earlier is not None and (not self.moved or self.moved.get(self.file_of(key), -1) < earlier):
             self.doubled.setdefault(key, [earlier]).append(seq)
         self.valid_since[key] = seq
 
@@ -83,9 +72,9 @@ def _key(event: dict[str, Any]) -> Key:
     return str(event["split"]), str(event["task_id"]), str(event["tag"]), int(event["trial"])
 
 
-def paid_twice(events: Iterable[dict[str, Any]]) -> list[str]:
+def paid_twice(events: Iterable[dict[str, Any]], file_of: Callable[[Key], str]) -> list[str]:
     """One line per key paid twice (:class:`Doubles`), from a log's events in order."""
-    doubles = Doubles()
+    doubles = Doubles(file_of)
     for event in events:
         if event.get("kind") != ROLLOUT:
             doubles.other(event)
@@ -97,10 +86,10 @@ def paid_twice(events: Iterable[dict[str, Any]]) -> list[str]:
     return doubles.lines()
 
 
-def untrusted(events: Iterable[dict[str, Any]]) -> list[str]:
+def untrusted(events: Iterable[dict[str, Any]], file_of: Callable[[Key], str]) -> list[str]:
     """One line per rollout event no claim paid, and per key paid twice (``events``: of :data:`KINDS`)."""
     claims: dict[str, dict[tuple[str, str, int], set[str]]] = {}  # claim -> (split, tag, trial) -> ids
-    doubles = Doubles()
+    doubles = Doubles(file_of)
     paid = doubles.rollout  # (bound once: called per rollout, 60,000 times before a decision)
     problems: list[str] = []
     for event in events:
@@ -135,8 +124,8 @@ def untrusted(events: Iterable[dict[str, Any]]) -> list[str]:
     return problems + doubles.lines()
 
 
-def refuse_untrusted(events: Iterable[dict[str, Any]], run_id: str) -> None:
-    problems = untrusted(events)
+def refuse_untrusted(events: Iterable[dict[str, Any]], run_id: str, file_of: Callable[[Key], str]) -> None:
+    problems = untrusted(events, file_of)
     if problems:
         shown = first_few(problems)
         raise UntrustedRecord(

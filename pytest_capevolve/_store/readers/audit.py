@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from ..log.event_chain import verified_events
 from ..log.event_kinds import ROLLOUT, RUN_CREATED, VERDICT
 from ..log.log_views import check_views
 from ..log.outcome_ledger import outcome
-from ..log.paid_by import Key, moved_files, paid_twice, rollout_file
+from ..log.paid_by import Key, moved_files, paid_twice
 from ..rollouts.index_sync import RolloutScan, Scanned, data_of, error_of, log_vanished, scan_rollouts
 from ..rollouts.record import RecordError, RolloutRecord
 from ..rundir import RunDir
@@ -168,7 +169,7 @@ def _rollouts(
     rollout_events = len(events) - (len(rest) - held)
     # keys paid twice, by the rule a decision refuses them by (..log.paid_by.Doubles); none when no
     # key has a second rollout event
-    problems = [] if rollout_events <= len(last) else paid_twice(events)
+    problems = [] if rollout_events <= len(last) else paid_twice(events, rundir.rollout_file)
     remaining = dict(last)  # the logged keys no file has been found for yet
     tampered: list[tuple[str, str | None]] = []  # (file relative to the run dir, its sha256 as read)
     for split, files in scanned.items():
@@ -183,7 +184,7 @@ def _rollouts(
                 tampered.append((rel, digest))
     if tampered and repair:
         problems = _quarantine_tampered(rundir, tampered, problems)
-    missing = _missing(remaining, last, quarantined)
+    missing = _missing(remaining, last, quarantined, rundir.rollout_file)
     if missing and repair:
         _log_gone(rundir, missing)
     return problems + list(missing.values())
@@ -246,7 +247,9 @@ def _file_against_log(
     ], True
 
 
-def _missing(remaining: Logged, last: Logged, quarantined: dict[str, int]) -> dict[str, str]:
+def _missing(
+    remaining: Logged, last: Logged, quarantined: dict[str, int], rollout_file: Callable[[Key], str]
+) -> dict[str, str]:
     """Logged rollouts whose file is gone with no quarantine or vanish since: file → problem."""
     missing: dict[str, str] = {}
     for key in sorted(remaining):

@@ -215,7 +215,7 @@ def first_outcomes(rundir: RunDir, by_tag: ByTag, threshold: float) -> tuple[ByT
     later: dict[Key, list[Said]] = {}
     events = rundir.log.of_kinds(*paid_by.KINDS)
     # a rollout no session's claim paid, or a key paid twice, is refused before it is read
-    paid_by.refuse_untrusted(events, rundir.run_id)
+    paid_by.refuse_untrusted(events, rundir.run_id, rundir.rollout_file)
     for event in events:
         if event.get("kind") == ROLLOUT and event.get("split") != TEST_SPLIT:
             said = (event.get("reward"), event.get("infra_error"), event.get("cost_usd"))

@@ -1,4 +1,5 @@
-"""Rollout files: ``rollouts/<split>/<task>__<tag>__t<k>.json``, written once, read back checked.
+"""Rollout files: ``rollouts/<split>/<task>__<name>.json`` (``<name>`` from the run's secret:
+``RunDir.rollout_path``), written once, read back checked.
 
 A damaged file is quarantined and a recorded file that is gone is logged as ``rollout_vanished``:
 either counts as missing, so the next session pays it again. Persisting a rollout is one step under
@@ -408,10 +409,13 @@ class RolloutFiles(RolloutReadBack):
             # train and val: outcomes held here; their other bytes by the one reader of them, the
             # judge (``_policy/gate/judge.py`` ``HeldToEvents``), which refuses rather than drops
             truth, digests = self._test_truth() if split == TEST_SPLIT else (self._truth(), None)
-        for path in sorted(folder.glob("*.json")):
+        for path in folder.glob("*.json"):
             record = self._read_one(path, truth, digests)
             if record is not None:
                 found.append((path, record))
+        # in the index's order within a tag (task, then trial): a sum over an arm's records is the
+        # same to the bit as over its index rows (file names, from the secret, order nothing)
+        found.sort(key=lambda item: (item[1].task_id, item[1].tag, item[1].trial))
         return found
 
 

@@ -84,7 +84,9 @@ class RolloutReadBack:
                 "scored against a log that does not verify; run `capevolve verify`"
             )
         # the seal reads only what a session claimed and paid once (:mod:`..log.paid_by`)
-        paid_by.refuse_untrusted((e for e in events if e.get("kind") in paid_by.KINDS), self.run_id)
+        in_file = self.ledger.file_of  # (split, task, tag, trial) → its file
+        kinds = (e for e in events if e.get("kind") in paid_by.KINDS)
+        paid_by.refuse_untrusted(kinds, self.run_id, lambda key: in_file(*key))
         for event in events:
             if event.get("kind") == ROLLOUT and event.get("split") == TEST_SPLIT:
                 key, digests[key] = logged_digest(event)

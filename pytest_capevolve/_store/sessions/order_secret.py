@@ -1,14 +1,17 @@
-"""The run's secret: the key the sequential gate's task orders are derived with, and the folders
-candidates run from are named with (:func:`.._store.snapshots.folder_name`).
+"""The run's secret: the key the sequential gate's task orders are derived with, and what names the
+folders candidates run from and the rollout files (:func:`namer`): no one can name either without it.
 
-A swapped or deleted secret is refused (its SHA-256 is logged). The optimizer can read the run dir
-and grind byte variants until one's order puts its gains first, so each order also takes a nonce
-drawn when a sequential gate first plans those bytes: no order exists before then."""
+A swapped or deleted secret is refused (its SHA-256 is logged), and so is a run whose secret names
+less than this version's does (an older version named its rollout files by tag). The optimizer can
+read the run dir and grind byte variants until one's order puts its gains first, so each order also
+takes a nonce drawn when a sequential gate first plans those bytes: no order exists before then."""
 
 from __future__ import annotations
 
+import hmac
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 
 from ..._decide.task_order import commitment
@@ -17,6 +20,16 @@ from ..log.event_kinds import ORDER_NONCE_DRAWN, ORDER_SECRET_CREATED
 from ..log.events import EventLog
 
 SECRET_BYTES = 32
+# what a run's secret names, logged with it: a run whose secret names less was made by an older version
+NAMES = ["snapshots", "rollouts"]
+
+
+def namer(secret: bytes, purpose: str) -> Callable[[str], str]:
+    """Names for ``purpose`` (a snapshot folder, a rollout file): a MAC of the text under a key of the
+    purpose's own, derived from the run's secret, 64 bits in hex. One key per purpose, so a name of one
+    kind tells nothing of the other's."""
+    key = hmac.digest(secret, f"capevolve-{purpose}".encode(), "sha256")
+    return lambda text: hmac.digest(key, text.encode(), "sha256").hex()[:16]
 
 
 def new_secret() -> bytes:
@@ -40,6 +53,13 @@ class OrderSecret:
 
     def recorded(self) -> str | None:
         found = self.log.of_kinds(ORDER_SECRET_CREATED)
+        if found and not set(NAMES) <= set(found[0].get("names") or ()):
+            raise OrderSecretError(
+                f"run {self.path.parent.parent.name} was made by an older pytest-capevolve, which named "
+                "its rollout files (rollouts/<split>/<task>__<tag>__t<k>.json), or the folders candidates "
+                "ran from, by tag: candidate code could find a record, or its own tag, by name. Its layout "
+                "is not read; start a new run (--capevolve-new-run)"
+            )
         return str(found[0]["sha256"]) if found else None
 
     def create(self) -> None:
@@ -49,7 +69,9 @@ class OrderSecret:
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         atomic_write_text(self.path, secret.hex())
         os.chmod(self.path, 0o600)
-        self.log.append_event(ORDER_SECRET_CREATED, sha256=commitment(secret), path="secret/order.key")
+        self.log.append_event(
+            ORDER_SECRET_CREATED, sha256=commitment(secret), path="secret/order.key", names=NAMES
+        )
 
     def read(self) -> bytes:
         self.create()  # (once: a recorded secret is kept)
