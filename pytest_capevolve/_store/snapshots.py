@@ -40,6 +40,10 @@ from .log.events import EventLog
 SNAPSHOTS_DIR = "snapshots"
 
 
+class OlderRunError(RunDirError):
+    """A run an older version made, which every session refuses (``capevolve check`` says so too)."""
+
+
 def folder_name(secret: bytes, tag: str) -> str:
     """The name of the folder ``tag`` is evaluated from: a MAC of the tag under the run's secret
     (a key of its own, derived from the secret the sequential gate's orders use), 64 bits."""
@@ -70,14 +74,24 @@ class Snapshots:
         older version made ran them from ``candidates/<tag>/files``: refused, with the way on."""
         name = self._names.get(tag)
         if name is None:
-            if (self.candidate_dir(tag) / "files").is_dir():
-                raise RunDirError(
-                    f"run {self.run_id} was made by an older pytest-capevolve, which ran each candidate from "
-                    f"a folder named by its tag ({self.candidate_dir(tag) / 'files'}), so candidate code "
-                    "could read which tag it ran as; start a new run (--capevolve-new-run)"
-                )
+            self.refuse_older_layout(tag)
             name = self._names[tag] = folder_name(self._secret(), check_tag(tag))
         return self.root / SNAPSHOTS_DIR / name
+
+    def refuse_older_layout(self, tag: str) -> None:
+        """Refused where ``tag`` ran from ``candidates/<tag>/files`` (an older version's run): the way on
+        pasteable as printed, in a session the command typed, in a new run."""
+        if (self.candidate_dir(tag) / "files").is_dir():
+            raise OlderRunError(
+                f"run {self.run_id} was made by an older pytest-capevolve, which ran each candidate from "
+                f"a folder named by its tag ({self.candidate_dir(tag) / 'files'}), so candidate code could "
+                "read which tag it ran as; start a new run "
+                + pasteable(
+                    "(`pytest --capevolve-run PROJECT --capevolve-new-run`, or `capevolve hill-climb PROJECT "
+                    "--new-run`)",
+                    self.project_dir,
+                )
+            )
 
     def snapshot_size(self, tag: str) -> int:
         return sum(p.stat().st_size for p in self.snapshot_dir(tag).rglob("*") if p.is_file())

@@ -170,6 +170,38 @@ def test_checks_fail_on_a_changed_harness_names_the_new_run_command_that_then_pa
     assert code == 0 and "the harness and the seed are the ones it measured" in out, out
 
 
+def test_a_run_an_older_version_made_fails_check_and_the_sessions_pasted_new_run_gates(
+    toy_calc_baseline, capsys, pytester
+):
+    """A run an older version made (its seed's bytes in ``candidates/seed/files``, a folder named by the
+    tag): `capevolve check` said "ok … the ones it measured" while every session refused the run, and
+    the refusal's way on was "(--capevolve-new-run)" alone. check fails on it; the session's way on is
+    the command typed, in a new run, and pasted it gates."""
+    project = toy_calc_baseline
+    (older,) = (project / ".capevolve" / "runs").iterdir()
+    (older / "candidates" / "seed" / "files").mkdir()
+
+    code, out, _ = run(capsys, "check", str(project))
+    assert code == 1 and "FAIL  run " in out and "older pytest-capevolve" in out, out
+    careful = str(project / "candidates" / "careful")
+    refused = pytester.runpytest(
+        "--capevolve-run",
+        str(project),
+        "--capevolve-candidate",
+        careful,
+        "--capevolve-gate",
+        "-p",
+        "no:cacheprovider",
+    )
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR, refused.stdout.str()
+    pasted = _pasted(refused.stderr.str(), "start a new run (`")
+    assert "--capevolve-new-run" in pasted and careful in pasted, pasted
+    gated = pytester.runpytest(*pasted)
+    assert gated.ret == 0 and "careful: booked accept" in gated.stdout.str(), gated.stdout.str()
+    code, out, _ = run(capsys, "check", str(project))
+    assert code == 0 and "the harness and the seed are the ones it measured" in out, out
+
+
 SHOUTING = """import random
 
 from pytest_capevolve import Rollout, Score, Task

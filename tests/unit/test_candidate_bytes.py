@@ -265,5 +265,8 @@ def test_a_run_an_older_version_made_is_refused_with_the_way_on(tmp_path: Path) 
     """Its candidates ran from ``candidates/<tag>/files``, a folder that names the tag."""
     rundir = RunDir(tmp_path / "run")
     (rundir.snapshots.candidate_dir("seed") / "files").mkdir(parents=True)
-    with pytest.raises(RunDirError, match=r"older pytest-capevolve.*start a new run \(--capevolve-new-run\)"):
+    with pytest.raises(
+        RunDirError,
+        match=r"older pytest-capevolve.*start a new run \(`pytest --capevolve-run \S+ --capevolve-new-run`",
+    ):
         rundir.snapshots.snapshot_dir("seed")
