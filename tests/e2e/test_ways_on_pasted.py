@@ -4,6 +4,7 @@ as printed, and does what the refusal says it does."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 from glob import escape
@@ -200,6 +201,32 @@ def test_a_run_an_older_version_made_fails_check_and_the_sessions_pasted_new_run
     assert gated.ret == 0 and "careful: booked accept" in gated.stdout.str(), gated.stdout.str()
     code, out, _ = run(capsys, "check", str(project))
     assert code == 0 and "the harness and the seed are the ones it measured" in out, out
+
+
+def test_a_screen_or_grow_before_any_run_names_no_run_that_vanishes_and_grows_way_on_gates(example, pytester):
+    """A newcomer's screen (or grow) before the baseline: the refusal named the run made for it
+    ("run 2026…: the best 'seed' has no val rollouts"), whose folder was then removed, so the id led
+    nowhere; grow's way on, "gate a candidate first", was no command. Neither names a run now, and
+    grow's, pasted, gates."""
+    project = example("toy_calc")
+    careful = str(project / "candidates" / "careful")
+    for asked in (["--capevolve-screen", "1"], ["--capevolve-grow"]):
+        refused = pytester.runpytest(
+            "--capevolve-run",
+            str(project),
+            "--capevolve-candidate",
+            careful,
+            *asked,
+            "-p",
+            "no:cacheprovider",
+        )
+        said = refused.stderr.str()
+        assert refused.ret == pytest.ExitCode.USAGE_ERROR and "ERROR: no run yet: " in said, said
+        assert not re.search(r"run \d{8}-\d{6}", said) and not list(
+            (project / ".capevolve" / "runs").iterdir()
+        )
+    gated = pytester.runpytest(*_pasted(said, "gate the candidate first (`"))
+    assert gated.ret == 0 and "careful: booked accept" in gated.stdout.str(), gated.stdout.str()
 
 
 SHOUTING = """import random
