@@ -214,7 +214,8 @@ def test_the_agent_loop_gets_the_handover_and_max_usd_counts_what_every_proposer
     # report.md's $: the runner's plus both proposers' (drawn again when the loop stops)
     report = (run_dir(project) / "report.md").read_text()
     total = state["spent"]["usd"] + state["spent"]["optimizer_usd"]
-    assert f"USD {total:.4f} (runner {state['spent']['usd']:.4f} + optimizer" in report
+    assert state["spent"]["usd"] == 0  # toy_calc reports no cost: its runner $ is unknown, not free
+    assert f"USD {total:.4f} (runner unmetered + optimizer" in report
     assert (
         f"optimizer {state['spent']['optimizer_usd']:.4f}, {700 + 1000 * rounds} optimizer tokens" in report
     )
