@@ -119,7 +119,10 @@ def test_round_n_sees_rounds_before_it_their_verdicts_and_refuted_diffs_and_no_t
         assert {p.name for p in (seen / f"cand_000{n}").iterdir()} >= set(HANDOVER)
     process = (seen / "cand_0004" / "PROCESS.md").read_text()
     assert "reject (repeat)" in process and '"cost_usd"' in process
-    assert "`prior_iterations/<tag>/` (here)" in (seen / "cand_0004" / "RUNMAP.md").read_text()
+    runmap = (seen / "cand_0004" / "RUNMAP.md").read_text()
+    assert "`prior_iterations/<tag>/` (here)" in runmap
+    # the run dir's rows are out of a confined optimizer's reach: the map says what reads them
+    assert "cannot\nopen: inside `capevolve agent`, read them through its commands" in runmap
     # the journal is not the candidate: round 4's bytes are cand_0002's whatever it wrote
     decision = rundir_decision(project, "cand_0004")
     assert "byte-identical to 'cand_0002'" in decision["note"]
