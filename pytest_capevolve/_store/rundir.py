@@ -116,9 +116,8 @@ class RunDir:
         names no run (``--capevolve-run-id`` with the id it named would find none)."""
         if self.created:
             shutil.rmtree(self.root, ignore_errors=True)
-            named = f"run {self.run_id}"
-            said = refusal.args
-            refusal.args = tuple(a.replace(named, "no run yet") if isinstance(a, str) else a for a in said)
+            named, said = f"run {self.run_id}", "the new run (not kept)"
+            refusal.args = tuple(a.replace(named, said) if isinstance(a, str) else a for a in refusal.args)
 
     @classmethod
     def resolve(

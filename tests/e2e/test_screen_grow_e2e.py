@@ -256,7 +256,7 @@ def test_a_provisional_candidate_is_grown_twice_at_the_pooled_n_then_refused(
         ),
         (
             ["--capevolve-candidate", "careful", "--capevolve-grow"],
-            "*no run yet: nothing was gated yet; gate the candidate first*",
+            "*the new run (not kept): nothing was gated yet; gate the candidate first*",
         ),
     ],
 )

@@ -221,7 +221,7 @@ def test_a_screen_or_grow_before_any_run_names_no_run_that_vanishes_and_grows_wa
             "no:cacheprovider",
         )
         said = refused.stderr.str()
-        assert refused.ret == pytest.ExitCode.USAGE_ERROR and "ERROR: no run yet: " in said, said
+        assert refused.ret == pytest.ExitCode.USAGE_ERROR and "ERROR: the new run (not kept): " in said, said
         assert not re.search(r"run \d{8}-\d{6}", said) and not list(
             (project / ".capevolve" / "runs").iterdir()
         )
