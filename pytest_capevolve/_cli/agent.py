@@ -20,6 +20,12 @@ from .common import UsageError, spec_of
 
 LOCAL = ("skills", "init", "import-cap-evolve", "compare")  # they read no run: they run where asked
 USAGE = "capevolve agent [--writable PATH] -- CMD ARGS…"
+NO_BROKER = (
+    "this runs inside a hill-climb optimizer's boundary, where the run dir cannot be read and no broker "
+    "runs commands; what the loop gives the optimizer is its round's prompt ({prompt}: the parent's "
+    "failures, the ids to protect) and the work copy's handover files (JOURNAL.md, LEDGER.md, "
+    "rejected.jsonl, prior_iterations/): edit the work copy and exit, and the loop gates it"
+)
 
 
 def forwarded(words: Sequence[str]) -> int | None:
@@ -27,9 +33,15 @@ def forwarded(words: Sequence[str]) -> int | None:
     from .._confine.broker_wire import BrokerGone, BrokerNotInherited, broker_fd, forward
 
     fd = broker_fd()
-    if fd is None or not words or words[0] in LOCAL or words[0].startswith("-"):
+    if not words or words[0] in LOCAL or words[0].startswith("-"):
         return None
-    if words[0] == "agent":
+    if fd is None:
+        from .._engine.confinement import inside_boundary
+
+        if not inside_boundary():
+            return None  # outside any boundary, or unconfined: the run dir is readable here
+        problem = NO_BROKER  # a hill-climb's optimizer: "no run yet" would send it to evaluate one
+    elif words[0] == "agent":
         problem = (
             "this is already inside an agent's boundary; run the command itself (its capevolve "
             "commands reach the broker as they are)"

@@ -124,6 +124,7 @@ def _against_the_run(
     from .._project.candidate import SEED_TAG, CandidateError, content_hash
     from .._project.way_on import pasteable
     from .._store.rundir import RunDir, RunDirError
+    from .._store.sessions.order_secret import OrderSecretError
 
     # the session's refusal names its flag, to add to the command typed; here there is none: the command
     new_run = pasteable(
@@ -132,12 +133,16 @@ def _against_the_run(
     )
     try:
         rundir = RunDir.resolve(spec.project_dir, run_id, create=False)
+        rundir.order_secret.recorded()  # an older version's run: refused, as every session of the run would
         if (moved := harness_moved(spec, rundir, tasks)) is not None:
             fail(moved.replace("(--capevolve-new-run)", new_run))
             return
         if rundir.state.best() == SEED_TAG:  # the seed is registered again by the next session
             source = spec.capability_path
             rundir.snapshots.refuse_other_bytes(SEED_TAG, source, content_hash(source))
+    except OrderSecretError as exc:
+        fail(pasteable(str(exc), spec.project_dir))
+        return
     except RunDirError:
         return  # no run yet (a damaged one is `capevolve verify`'s to say): nothing to compare
     except CandidateError as exc:

@@ -78,6 +78,15 @@ def optimizer() -> str:
         return f"unreadable {CONFINEMENT_ENV} ({said[:60]!r})"
 
 
+def inside_boundary() -> bool:
+    """This process runs confined, started by the launcher (``CAPEVOLVE_CONFINEMENT``: an agent, a
+    hill-climb's optimizer); never a command the broker runs for them, outside."""
+    try:
+        return Confinement.from_json(json.loads(os.environ[CONFINEMENT_ENV])).confined
+    except (KeyError, ValueError, TypeError):
+        return False
+
+
 def said() -> dict[str, Any]:
     """What a verdict file and a decision event carry under ``confinement``."""
     return {"candidate_code": candidate_code(), "optimizer": optimizer()}

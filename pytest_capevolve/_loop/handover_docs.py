@@ -138,7 +138,11 @@ def render_runmap(run_id: str, root: str, workdir: Path, tag: str, parent: str, 
     lines += [
         "",
         "The files marked (here) are handover files: context, never part of the candidate. The test",
-        "split is sealed and not shown.",
+        "split is sealed and not shown. The others are the run dir's, which a confined optimizer cannot",
+        "open: inside `capevolve agent`, read them through its commands — `capevolve diagnose TAG --table`",
+        "(rollouts: input, output, feedback), `capevolve gate TAG` (a verdict's numbers), `capevolve spend",
+        "--table` (best, spend, ceilings), `capevolve diff TAG`; a hill-climb's optimizer has its round's",
+        "prompt and the files marked (here).",
         "",
     ]
     return "\n".join(lines)

@@ -13,7 +13,7 @@ from pathlib import Path
 _PROJECT = re.compile(r"\bPROJECT\b")
 _SESSION = re.compile(r"\bpytest (?=--capevolve-)")
 _NEW_RUN = re.compile(r"\bpytest --capevolve-run (?:'[^']*'|\S+) --capevolve-new-run\b")
-_LOOP_NEW_RUN = re.compile(r"\bcapevolve hill-climb (?:PROJECT )?--new-run\b")
+_LOOP_NEW_RUN = re.compile(r"\bcapevolve hill-climb (?:(?:'[^']*'|\S+) )?--new-run\b")  # PROJECT made a path
 # capevolve's flags that take no value (plugin.py's ``flag(…)``): the word after one is not theirs
 _FLAGS = "rerun gate veto-regressions sequential test-reused harness-changed explain grow new-run"
 VALUELESS = frozenset(f"--capevolve-{name}" for name in _FLAGS.split())

@@ -20,7 +20,7 @@ from .._policy.gate.regate import first_evidence
 from .._policy.gate.verdicts import as_null, gate_config, null_config, null_deltas, verdict_file
 from .._project.candidate import SEED_TAG, CandidateError, check_tag
 from .._project.spec import Spec
-from .._project.way_on import commit_command
+from .._project.way_on import candidate_folder, commit_command, pasteable
 from .._show.numbers import num
 from .._store.log.event_kinds import GROW_STARTED, GROWN
 from .._store.readers.evidence import index_records
@@ -138,7 +138,12 @@ def plan_grow(spec: Spec, rundir: RunDir, pool_ids: list[str], value: str) -> Gr
     guards.refuse_finalized(rundir, guards.Checkpoint.SESSION)
     splits = rundir.splits()
     if splits is None:
-        raise RunDirError(f"run {rundir.run_id} has no frozen splits yet; gate a candidate first")
+        folder = candidate_folder(Path(value).name, rundir.project_dir, "CANDIDATE_FOLDER")
+        gate = f"pytest --capevolve-run PROJECT --capevolve-candidate {folder} --capevolve-gate"
+        raise RunDirError(
+            f"run {rundir.run_id}: nothing was gated yet; gate the candidate first "
+            f"(`{pasteable(gate, rundir.project_dir)}`), then grow it if its verdict is provisional"
+        )
     val_ids = frozen_ids(rundir, splits, "val", pool_ids)
     best = rundir.state.best()
     tag, path = grow_target(rundir, value)

@@ -27,7 +27,7 @@ from .._store.memory.project_seal import REUSED_LABEL
 from .._store.memory.seal import Seal
 from .._store.readers.evidence import ByTag, index_records, reward_matrix, val_paid_by_tag
 from .._store.rundir import RunDir, rollouts_of
-from .numbers import interval, num
+from .numbers import interval, num, usd
 
 
 def paired_summary(candidate: np.ndarray, base: np.ndarray, *, seed: int) -> dict[str, Any] | None:
@@ -439,7 +439,7 @@ def render_markdown(m: Measurement) -> str:
     spend = m.spend
     out.append(
         f"- rollouts paid: {by_split}; metric calls {spend['metric_calls']}; USD {spend['total_usd']:.4f} "
-        f"(runner {spend['usd']:.4f} + optimizer {spend['optimizer_usd']:.4f}, "
+        f"(runner {usd(spend['usd'], spend['metric_calls'])} + optimizer {spend['optimizer_usd']:.4f}, "
         f"{spend['optimizer_tokens']} optimizer tokens)"
     )
     out.append(f"  (from {spend['source']})")

@@ -10,6 +10,12 @@ def num(value: float | None, spec: str = ".3f") -> str:
     return "—" if value is None else format(value, spec)
 
 
+def usd(amount: float, rollouts: int) -> str:
+    """What ``rollouts`` cost the runner: "unmetered" where they cost $0 (the adapter reports no
+    ``cost_usd``), which a 0.0000 would show as free."""
+    return "unmetered" if rollouts and not amount else f"{amount:.4f}"
+
+
 def interval(ci: Sequence[float] | None, spec: str = "+.3f") -> str:
     return "—" if ci is None else f"[{ci[0]:{spec}}, {ci[1]:{spec}}]"
 

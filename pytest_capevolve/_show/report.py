@@ -12,7 +12,7 @@ import numpy as np
 from .. import _stats as stats
 from .._decide.alpha_budget import shown_decision
 from .._store.readers import evidence
-from .numbers import aligned, interval, num
+from .numbers import aligned, interval, num, usd
 
 
 @dataclass
@@ -111,7 +111,7 @@ def render_arms(rows: Sequence[TagRow]) -> list[str]:
     body = []
     for r in rows:
         rates = (f"{r.coverage:.0%}", f"{num(r.pass_k)} (k={r.trials})", num(r.pass_at_k))
-        spent = (str(r.paid), str(r.reused), str(r.infra), f"{r.cost_usd:.4f}")
+        spent = (str(r.paid), str(r.reused), str(r.infra), usd(r.cost_usd, r.paid + r.reused))
         body.append((r.tag, r.split, str(r.tasks), str(r.trials), num(r.mean), num(r.se), *rates, *spent))
     return aligned([header, *body], left=2)
 

@@ -16,7 +16,7 @@ from .._store.memory.project_seal import REUSED_LABEL, ScoredTests, scored_tests
 from .._store.memory.seal import Seal
 from .._store.memory.shared_ledger import of_run
 from .._store.rundir import RUNS_DIR, RunDir
-from .numbers import aligned
+from .numbers import aligned, usd
 
 
 def list_runs(project_dir: Path) -> list[dict[str, Any]]:
@@ -70,7 +70,7 @@ def render_runs(rows: list[dict[str, Any]]) -> list[str]:
             body.append((row["run_id"], "?", "?", "?", "?", "?", f"unreadable: {row['error']}"))
             continue
         best = f"{row['best']} ({_short(row['best_label'])})" if row.get("best_label") else str(row["best"])
-        spent = (str(row["iterations"]), str(row["rollouts"]), f"{row['usd']:.4f}")
+        spent = (str(row["iterations"]), str(row["rollouts"]), usd(row["usd"], row["rollouts"]))
         body.append((row["run_id"], best, *spent, row["test"], "current" if row["current"] else ""))
     return aligned([header, *body], left=2) + [_taken_line(row) for row in rows if row.get("test_scored_by")]
 

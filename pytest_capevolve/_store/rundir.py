@@ -119,10 +119,13 @@ class RunDir:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def discard_if_created(self) -> None:
-        """Remove the folder this process created for a session refused while planning."""
+    def discard_if_created(self, refusal: BaseException) -> None:
+        """Remove the folder this process created for a session refused while planning; the refusal then
+        names no run (``--capevolve-run-id`` with the id it named would find none)."""
         if self.created:
             shutil.rmtree(self.root, ignore_errors=True)
+            named, said = f"run {self.run_id}", "the new run (not kept)"
+            refusal.args = tuple(a.replace(named, said) if isinstance(a, str) else a for a in refusal.args)
 
     @classmethod
     def resolve(

@@ -196,6 +196,8 @@ for name, target in (("conftest_above", project.parent / "conftest.py"), ("state
     except OSError as exc:
         tried[name] = exc.strerror
 print(json.dumps(tried))
+asked = subprocess.run([sys.executable, "-m", "pytest_capevolve._cli.main", "spend"], capture_output=True, text=True)
+print(json.dumps([asked.returncode, asked.stderr]))
 sys.exit(subprocess.call([sys.executable, "optimizer.py", str(workdir), str(prompt)]))
 """
 
@@ -216,8 +218,12 @@ def test_a_hill_climb_optimizer_writing_outside_its_work_copy_is_refused_and_the
     assert code == 0, err
     assert "the optimizer runs confined (Landlock ABI" in err
     folder = run_dir(project) / "hill_climb" / "cand_0001"
-    tried = json.loads((folder / "optimizer.stdout").read_text().splitlines()[0])
-    assert tried == {"conftest_above": os.strerror(13), "state": os.strerror(13)}
+    said = (folder / "optimizer.stdout").read_text().splitlines()
+    assert json.loads(said[0]) == {"conftest_above": os.strerror(13), "state": os.strerror(13)}
+    # a command that reads the run says why it cannot here and what the optimizer has ("no run under …
+    # yet; evaluate first" sent it to evaluate a run that exists)
+    code, asked = json.loads(said[1])
+    assert code == 4 and "inside a hill-climb optimizer's boundary" in asked and "no run" not in asked, asked
     assert not (project.parent / "conftest.py").exists()
     assert json.loads((folder / "optimizer.json").read_text())["confinement"].startswith("confined")
     decision = next(e for e in events(project) if e["kind"] == "decision")

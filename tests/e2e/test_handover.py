@@ -119,7 +119,10 @@ def test_round_n_sees_rounds_before_it_their_verdicts_and_refuted_diffs_and_no_t
         assert {p.name for p in (seen / f"cand_000{n}").iterdir()} >= set(HANDOVER)
     process = (seen / "cand_0004" / "PROCESS.md").read_text()
     assert "reject (repeat)" in process and '"cost_usd"' in process
-    assert "`prior_iterations/<tag>/` (here)" in (seen / "cand_0004" / "RUNMAP.md").read_text()
+    runmap = (seen / "cand_0004" / "RUNMAP.md").read_text()
+    assert "`prior_iterations/<tag>/` (here)" in runmap
+    # the run dir's rows are out of a confined optimizer's reach: the map says what reads them
+    assert "cannot\nopen: inside `capevolve agent`, read them through its commands" in runmap
     # the journal is not the candidate: round 4's bytes are cand_0002's whatever it wrote
     decision = rundir_decision(project, "cand_0004")
     assert "byte-identical to 'cand_0002'" in decision["note"]
@@ -214,7 +217,8 @@ def test_the_agent_loop_gets_the_handover_and_max_usd_counts_what_every_proposer
     # report.md's $: the runner's plus both proposers' (drawn again when the loop stops)
     report = (run_dir(project) / "report.md").read_text()
     total = state["spent"]["usd"] + state["spent"]["optimizer_usd"]
-    assert f"USD {total:.4f} (runner {state['spent']['usd']:.4f} + optimizer" in report
+    assert state["spent"]["usd"] == 0  # toy_calc reports no cost: its runner $ is unknown, not free
+    assert f"USD {total:.4f} (runner unmetered + optimizer" in report
     assert (
         f"optimizer {state['spent']['optimizer_usd']:.4f}, {700 + 1000 * rounds} optimizer tokens" in report
     )

@@ -35,6 +35,7 @@ def _ssh_config(folder: Path) -> Path:
     (folder / "sshd_config").write_text(
         f"HostKey {folder / 'host'}\nAuthorizedKeysFile {folder / 'authorized_keys'}\n"
         "PasswordAuthentication no\nStrictModes no\nUsePAM no\nPermitRootLogin prohibit-password\n"
+        "Subsystem sftp internal-sftp\n"  # scp's protocol, as a host's stock sshd_config has it
     )
     Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege-separation folder, when run as root
     config = folder / "ssh_config"
@@ -64,10 +65,17 @@ def test_ssh_workers_give_the_records_of_a_plain_run_and_write_nothing_into_thei
     # its run made here, with the suite's fixed secret, so the session in a child below (which would draw
     # a secret of its own) runs each candidate from a folder of the same name as the local run's
     assert capevolve(project, "improved", extra=["--collect-only"]).ret == 0
-    copy = pytester.path / "worker" / "noisy_agent"  # what `rsync -a PROJECT/ host:/srv/PROJECT/` makes
-    shutil.copytree(project, copy)
-    before = _files(copy)
+    copy = pytester.path / "worker" / "noisy_agent"
+    copy.parent.mkdir()
     config = _ssh_config(pytester.path / "ssh")
+    # the page's copy, twice: made again, it replaces the last one (rsync, which the page named, is
+    # not on every machine; `cp -r` or `scp -r` into a copy that exists lands inside it)
+    for _ in range(2):
+        ssh = ["-F", str(config)]
+        assert subprocess.run(["ssh", *ssh, "capevolve-worker", "rm", "-rf", str(copy)]).returncode == 0
+        assert subprocess.run(["scp", *ssh, "-rp", str(project), f"capevolve-worker:{copy}"]).returncode == 0
+    before = _files(copy)
+    assert before == _files(project)
     gateway = f"ssh=capevolve-worker//ssh_config={config}//python={sys.executable}//chdir={copy}"
 
     result = capevolve(project, "improved", extra=["--tx", gateway, "-d"], subprocess=True)

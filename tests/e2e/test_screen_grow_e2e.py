@@ -258,7 +258,7 @@ def test_a_provisional_candidate_is_grown_twice_at_the_pooled_n_then_refused(
         ),
         (
             ["--capevolve-candidate", "careful", "--capevolve-grow"],
-            "*has no frozen splits yet; gate a candidate first*",
+            "*the new run (not kept): nothing was gated yet; gate the candidate first*",
         ),
     ],
 )

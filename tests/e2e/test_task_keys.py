@@ -243,7 +243,7 @@ def test_a_val_and_test_swapped_between_runs_is_refused_not_reported_held_out(
     assert swapped.ret == 4, swapped.stdout.str()
     swapped.stderr.fnmatch_lines(
         [
-            "ERROR: TestSealError: run *: its val/train splits hold test tasks the project already "
+            "ERROR: TestSealError: the new run (not kept): its val/train splits hold test tasks the project already "
             f"scored (run {run1.name}: 6 task(s) {', '.join(sorted(old_test))})*the test split is sealed "
             "for the project*--capevolve-test-reused*"
         ]

@@ -8,6 +8,7 @@ import re
 import shlex
 
 import pytest
+from cli_calls import run
 
 FAILED_LINE = re.compile(r"^FAILED \S*capevolve\.yaml::(val)::(\S+)\[(\S+)-t(\d+)\] reward (\S+)(?:: (.*))?$")
 
@@ -104,11 +105,14 @@ def test_a_bug_keeps_its_traceback_while_task_failures_stay_one_line(
     assert folded and all("q10[" not in line for line in folded)
 
 
-def test_progress_line_counts_rollouts_and_budget_left(example, projects, capevolve) -> None:
+def test_progress_line_counts_rollouts_and_budget_left(example, projects, capevolve, capsys) -> None:
     project = example("toy_calc")
     projects.edit_spec(project, "base_seed: 0\n", "base_seed: 0\nmax_metric_calls: 100\n")
     result = capevolve(project, "careful", extra=["--capevolve-progress", "0"])
     assert result.ret == 0, result.stdout.str()
+    # toy_calc reports no cost_usd: its $ is unknown, not 0.0000 (read as free)
+    result.stdout.fnmatch_lines(["careful *val*12*0  unmetered"])
+    assert run(capsys, "runs", str(project))[1].splitlines()[1].endswith(" 24  unmetered  sealed  current")
     progress = [line for line in result.stdout.lines if line.startswith("capevolve progress:")]
     assert len(progress) == 24  # 0 s: after every rollout
     assert progress[0].startswith("capevolve progress: 1/24 rollouts (4%), $0.0000 spent this session")

@@ -138,10 +138,14 @@ def test_hill_climbs_way_into_a_new_run_is_the_command_typed() -> None:
     token = LOOP_WORDS.set(typed)
     try:
         pasted = pasteable(said)
+        # said with the project (a refusal from below the loop): its path first, then the words typed
+        named = pasteable("start a new run: capevolve hill-climb PROJECT --new-run", Path("my agent"))
     finally:
         LOOP_WORDS.reset(token)
     assert (
-        pasted == "start a new run: capevolve hill-climb --optimizer 'python o.py {workdir}' -n 2 --new-run"
+        pasted
+        == named
+        == "start a new run: capevolve hill-climb --optimizer 'python o.py {workdir}' -n 2 --new-run"
     )
     assert new_run_words(["hill-climb", "--run-id=r1", "--new-run"]) == ["hill-climb", "--new-run"]
     assert pasteable(said) == said  # outside a hill-climb: as declared

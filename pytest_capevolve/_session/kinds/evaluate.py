@@ -45,9 +45,9 @@ def plan_locked(
         try:
             with rundir.lock():
                 planned = plan(rundir, screens)
-        except BaseException:
+        except BaseException as refusal:
             rundir.claims.release()
-            rundir.discard_if_created()
+            rundir.discard_if_created(refusal)
             raise
     persistence = Persistence(config, spec, rundir, planned)
     return planned, rundir, screens, persistence

@@ -58,7 +58,8 @@ class OrderSecret:
                 f"run {self.path.parent.parent.name} was made by an older pytest-capevolve, which named "
                 "its rollout files (rollouts/<split>/<task>__<tag>__t<k>.json), or the folders candidates "
                 "ran from, by tag: candidate code could find a record, or its own tag, by name. Its layout "
-                "is not read; start a new run (--capevolve-new-run)"
+                "is not read; start a new run (`pytest --capevolve-run PROJECT --capevolve-new-run`, or "
+                "`capevolve hill-climb PROJECT --new-run`)"
             )
         return str(found[0]["sha256"]) if found else None
 
