@@ -4,7 +4,6 @@ as printed, and does what the refusal says it does."""
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import sys
 from glob import escape
@@ -169,68 +168,6 @@ def test_checks_fail_on_a_changed_harness_names_the_new_run_command_that_then_pa
     assert pytester.runpytest(*pasted[1:], "-p", "no:cacheprovider").ret == 0
     code, out, _ = run(capsys, "check", str(project))
     assert code == 0 and "the harness and the seed are the ones it measured" in out, out
-
-
-def test_a_run_an_older_version_made_fails_check_and_the_sessions_pasted_new_run_gates(
-    toy_calc_baseline, capsys, pytester
-):
-    """A run an older version made (its seed's bytes in ``candidates/seed/files``, a folder named by the
-    tag): `capevolve check` said "ok … the ones it measured" while every session refused the run, and
-    the refusal's way on was "(--capevolve-new-run)" alone. check fails on it; the session's way on is
-    the command typed, in a new run, and pasted it gates."""
-    project = toy_calc_baseline
-    (older,) = (project / ".capevolve" / "runs").iterdir()
-    # an older version's secret named neither snapshot folders nor rollout files: its event says so
-    log = older / "events.jsonl"
-    lines = log.read_text().splitlines(keepends=True)
-    lines = [re.sub(r', ?"names": \[[^\]]*\]', "", line) if '"order_secret_created"' in line else line for line in lines]
-    log.write_text("".join(lines))
-
-    code, out, _ = run(capsys, "check", str(project))
-    assert code == 1 and "FAIL  run " in out and "older pytest-capevolve" in out, out
-    careful = str(project / "candidates" / "careful")
-    refused = pytester.runpytest(
-        "--capevolve-run",
-        str(project),
-        "--capevolve-candidate",
-        careful,
-        "--capevolve-gate",
-        "-p",
-        "no:cacheprovider",
-    )
-    assert refused.ret == pytest.ExitCode.USAGE_ERROR, refused.stdout.str()
-    pasted = _pasted(refused.stderr.str(), "start a new run (`")
-    assert "--capevolve-new-run" in pasted and careful in pasted, pasted
-    gated = pytester.runpytest(*pasted)
-    assert gated.ret == 0 and "careful: booked accept" in gated.stdout.str(), gated.stdout.str()
-    code, out, _ = run(capsys, "check", str(project))
-    assert code == 0 and "the harness and the seed are the ones it measured" in out, out
-
-
-def test_a_screen_or_grow_before_any_run_names_no_run_that_vanishes_and_grows_way_on_gates(example, pytester):
-    """A newcomer's screen (or grow) before the baseline: the refusal named the run made for it
-    ("run 2026…: the best 'seed' has no val rollouts"), whose folder was then removed, so the id led
-    nowhere; grow's way on, "gate a candidate first", was no command. Neither names a run now, and
-    grow's, pasted, gates."""
-    project = example("toy_calc")
-    careful = str(project / "candidates" / "careful")
-    for asked in (["--capevolve-screen", "1"], ["--capevolve-grow"]):
-        refused = pytester.runpytest(
-            "--capevolve-run",
-            str(project),
-            "--capevolve-candidate",
-            careful,
-            *asked,
-            "-p",
-            "no:cacheprovider",
-        )
-        said = refused.stderr.str()
-        assert refused.ret == pytest.ExitCode.USAGE_ERROR and "ERROR: the new run (not kept): " in said, said
-        assert not re.search(r"run \d{8}-\d{6}", said) and not list(
-            (project / ".capevolve" / "runs").iterdir()
-        )
-    gated = pytester.runpytest(*_pasted(said, "gate the candidate first (`"))
-    assert gated.ret == 0 and "careful: booked accept" in gated.stdout.str(), gated.stdout.str()
 
 
 SHOUTING = """import random
