@@ -78,12 +78,24 @@ INNER_PLUGINS = {
 # It also names the folders candidates run from (:func:`pytest_capevolve._store.snapshots.folder_name`),
 # so it fixes what a simulator keyed on the folder draws.
 FIXED_ORDER_SECRET = bytes(range(32))
+# Every process the suite starts takes the test's secret through the environment (a run a child
+# session makes: child_secret/sitecustomize.py); the folder is on this process's sys.path too, as
+# first there as in a child's, because the harness lock holds the start-up hooks found on sys.path
+# and a run begun here and gated in a child (the red team's) must see the same ones.
+CHILD_SECRET = Path(__file__).resolve().with_name("child_secret")
+if str(CHILD_SECRET) not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(CHILD_SECRET), os.environ.get("PYTHONPATH")])
+    )
+if str(CHILD_SECRET) not in sys.path:
+    sys.path.insert(0, str(CHILD_SECRET))
 # Under FIXED_ORDER_SECRET noisy_agent's seed draws lucky on val (z = +0.84, +1.18 at 1 and 2 trials),
 # so a gain gated against it at few trials can look like none. The tests whose claim is such a gain
 # (or a regression killed on a subset) pin this one instead (:func:`typical_seed_draws`):
 # sha256(b"capevolve-test-secret-17"), the first N whose seed draws sit within ±0.6 SD of their
 # expectation at 1, 2 and 5 trials (z = -0.15, -0.56, +0.10). Sessions the suite starts as child
-# processes of docs pages take it too (tests/child_secret/sitecustomize.py).
+# processes take it too (the variable below).
+CHILD_ORDER_SECRET = "CAPEVOLVE_TEST_ORDER_SECRET"  # child_secret/sitecustomize.py's VARIABLE
 TYPICAL_SEED_SECRET = bytes.fromhex("bdea656368382bec0ecb5c0418e8c333e9831d38632831b921289ba8b4181944")
 
 
@@ -216,14 +228,21 @@ def _autoload_off_unless_marked(request: pytest.FixtureRequest) -> Iterator[None
 
 @pytest.fixture(autouse=True)
 def _fixed_order_secret(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(order_secret, "new_secret", lambda: FIXED_ORDER_SECRET)
-    monkeypatch.setattr(order_secret, "new_nonce", lambda: b"")
+    pin_order_secret(monkeypatch, FIXED_ORDER_SECRET)
 
 
 @pytest.fixture
 def typical_seed_draws(monkeypatch: pytest.MonkeyPatch) -> None:
     """The runs this test makes take :data:`TYPICAL_SEED_SECRET` (set up after, so over, the suite's)."""
-    monkeypatch.setattr(order_secret, "new_secret", lambda: TYPICAL_SEED_SECRET)
+    pin_order_secret(monkeypatch, TYPICAL_SEED_SECRET)
+
+
+def pin_order_secret(monkeypatch: pytest.MonkeyPatch, secret: bytes) -> None:
+    """The runs the test makes take ``secret`` and empty nonces: in this process, and in every child
+    session it starts (child_secret/sitecustomize.py reads the variable)."""
+    monkeypatch.setattr(order_secret, "new_secret", lambda: secret)
+    monkeypatch.setattr(order_secret, "new_nonce", lambda: b"")
+    monkeypatch.setenv(CHILD_ORDER_SECRET, secret.hex())
 
 
 @pytest.fixture(params=XDIST_MODES)

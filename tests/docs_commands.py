@@ -75,17 +75,6 @@ def environment() -> dict[str, str]:
     return env
 
 
-def pinned_environment() -> dict[str, str]:
-    """:func:`environment`, with the runs its sessions make taking the suite's secret for gains
-    (child_secret/sitecustomize.py). Only for pages run command by command: a page run inside
-    ``capevolve agent`` and the red team's processes keep :func:`environment` (four red-team tests
-    failed with this path on theirs; the cause was not traced)."""
-    env = environment()
-    pinned = str(Path(__file__).with_name("child_secret"))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [pinned, env.get("PYTHONPATH")]))
-    return env
-
-
 def play(
     text: str, cwd: Path, *, timeout: float = 600, inside: Sequence[str] = ()
 ) -> list[tuple[Command, subprocess.CompletedProcess[str]]]:
@@ -94,7 +83,7 @@ def play(
     the playbooks' agent, started once as an agent is)."""
     if inside:
         return _checked(_in_one_shell(commands(text), cwd, timeout, inside))
-    env = pinned_environment()
+    env = environment()
     ran = []
     for command in commands(text):
         words = shlex.split(command.line)

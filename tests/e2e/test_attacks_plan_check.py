@@ -11,6 +11,7 @@ rollout once, in the plan's order, or nothing.
 
 from __future__ import annotations
 
+import os
 import textwrap
 
 import pytest
@@ -97,7 +98,8 @@ def outside_plugin(pytester, monkeypatch):
     folder = pytester.path / "elsewhere"
     folder.mkdir(exist_ok=True)
     monkeypatch.syspath_prepend(str(folder))
-    monkeypatch.setenv("PYTHONPATH", str(folder))
+    kept = os.environ["PYTHONPATH"]  # the suite's child_secret/ (tests/conftest.py) stays on it
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(folder), kept]))
 
     def write(name: str) -> list[str]:
         (folder / f"{name}.py").write_text(textwrap.dedent(PLUGINS[name]))

@@ -205,12 +205,6 @@ def test_rollouts_forged_before_a_sequential_gate_are_refused_before_it_decides(
     assert not [e for e in events if e["kind"] == "decision" and e.get("decision") == "accept"]
 
 
-FIXED_ORDER = """
-from pytest_capevolve._store.sessions import order_secret
-
-order_secret.new_secret = lambda: bytes(range(32))
-order_secret.new_nonce = lambda: b""
-"""  # conftest.py's FIXED_ORDER_SECRET and empty nonce, for a child session
 LUCKY_REDRAWS = '''
 
 import dataclasses as _dataclasses
@@ -254,13 +248,10 @@ class LuckyRedraws(NoisyAgentAdapter):
     ),
 )
 @pytest.mark.unconfined
-def test_a_resumed_sequential_gate_reads_no_redraw_of_a_deleted_rollout(
-    example, projects, capevolve, pytester
-):
+def test_a_resumed_sequential_gate_reads_no_redraw_of_a_deleted_rollout(example, projects, capevolve):
     """Unconfined: deleting files in the run dir needs no boundary to cross (confined, the run dir is out
     of reach). A gate interrupted at a fixed rollout, then copied (a project is its own wherever it
     lives): the copy has its candidate's failing files deleted."""
-    pytester.makepyfile(fixed_order=FIXED_ORDER)
 
     def killed() -> Path:
         project = example("noisy_agent", "untouched")
@@ -275,7 +266,7 @@ def test_a_resumed_sequential_gate_reads_no_redraw_of_a_deleted_rollout(
             project,
             "noop",
             gate=True,
-            extra=["--capevolve-sequential", "-p", "fixed_order"],
+            extra=["--capevolve-sequential"],
             subprocess=True,
             timeout=300,
         )

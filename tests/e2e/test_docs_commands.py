@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 from docs_commands import commands, pattern, play, unmatched
 
+# the pages' gains are checked against typical draws, in every session they start (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("typical_seed_draws")
+
 REPO = Path(__file__).resolve().parents[2]
 TUTORIALS = ["docs/tutorial/hill-climb.md"]
 

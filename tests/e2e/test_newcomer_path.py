@@ -22,6 +22,9 @@ from pathlib import Path
 import pytest
 from docs_commands import commands, play
 
+# the pages' gains are checked against typical draws, in every session they start (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("typical_seed_draws")
+
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "tutorial" / "your-project.md"
 # the page's gate, as the newcomer reads it (the page shows the table; this line is under it)
 GATE_NOTE = re.compile(

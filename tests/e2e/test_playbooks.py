@@ -17,6 +17,9 @@ from docs_commands import commands, environment, play
 
 from pytest_capevolve._cli.main import main
 
+# the pages' gains are checked against typical draws, in every session they start (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("typical_seed_draws")
+
 SKILLS = Path(__file__).resolve().parents[2] / "pytest_capevolve" / "skills"
 PLAYBOOKS = ["capevolve-optimize", "capevolve-hill-climb"]
 

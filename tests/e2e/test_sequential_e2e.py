@@ -310,12 +310,6 @@ def test_a_clearly_better_candidate_stops_early_with_its_null_controls_and_saves
     assert "does not replay a sequential decision: verdicts/improved.json holds it" in what_if["line"]
 
 
-FIXED_ORDER = """
-from pytest_capevolve._store.sessions import order_secret
-
-order_secret.new_secret = lambda: bytes(range(32))
-order_secret.new_nonce = lambda: b""
-"""  # conftest.py's FIXED_ORDER_SECRET and empty nonce, for a child session
 KILLED = '''
 
 import os as _os
@@ -335,9 +329,7 @@ class Killed(NoisyAgentAdapter):
 '''
 
 
-def test_a_killed_sequential_gate_resumes_to_the_same_stops_and_verdicts(
-    example, projects, capevolve, pytester
-):
+def test_a_killed_sequential_gate_resumes_to_the_same_stops_and_verdicts(example, projects, capevolve):
     """The stops, the nulls' follow included, are a function of the persisted rollouts: a session
     killed before the candidate is decided, run again, pays and decides what one whole session does."""
 
@@ -355,9 +347,8 @@ def test_a_killed_sequential_gate_resumes_to_the_same_stops_and_verdicts(
     assert capevolve(whole, "improved", **args).ret == 0
     killed = better("killed")
     projects.add_adapter(killed, KILLED, "adapter.py:Killed")
-    # the child draws the order secret and nonce the suite fixes in this process (conftest.py)
-    pytester.makepyfile(fixed_order=FIXED_ORDER)
-    child = dict(gate=True, extra=[*args["extra"], "-p", "fixed_order"], subprocess=True, timeout=300)
+    # the child draws the order secret and nonce the suite fixes in this process (tests/conftest.py)
+    child = dict(gate=True, extra=args["extra"], subprocess=True, timeout=300)
     dead = capevolve(killed, "improved", **child)
     assert dead.ret != 0, dead.stdout.str()
     tags = ["improved", "seed", "seed-null1", "seed-null2"]
