@@ -274,7 +274,8 @@ def test_a_run_an_older_version_made_is_refused_with_the_way_on(tmp_path: Path) 
         lambda: rundir.rollout_path("val", "t1", "seed", 0),
     ):
         with pytest.raises(
-            RunDirError, match=r"older pytest-capevolve.*start a new run \(`pytest --capevolve-run \S+ --capevolve-new-run`"
+            RunDirError,
+            match=r"older pytest-capevolve.*start a new run \(`pytest --capevolve-run \S+ --capevolve-new-run`",
         ):
             naming()
 
