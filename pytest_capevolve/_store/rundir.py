@@ -88,7 +88,8 @@ class RunDir:
         self.log = EventLog(self.events_path, self.lock)
         self.claims = Claims(root, self.log.append_event)
         self.state = RunState(self.state_path, self.spec_lock_path, self.log, self.notices)
-        self.order_secret = OrderSecret(root, self.log)  # keys task orders, names snapshot folders
+        # keys task orders, names snapshot folders and rollout files
+        self.order_secret = OrderSecret(root, self.log, self.project_dir)
         self.snapshots = Snapshots(root, self.run_id, self.log, self.project_dir, self.order_secret.read)
         self.rollouts = RolloutFiles(
             root, self.run_id, self.log, self.state, self.index, self.rollout_path, self.notices, self.claims

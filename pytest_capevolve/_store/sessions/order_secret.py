@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..._decide.task_order import commitment
+from ..._project.way_on import pasteable
 from ..files import RunDirError, atomic_write_text
 from ..log.event_kinds import ORDER_NONCE_DRAWN, ORDER_SECRET_CREATED
 from ..log.events import EventLog
@@ -47,20 +48,22 @@ class OrderSecretError(RunDirError):
 class OrderSecret:
     """Controller only (planning and verdicts read it; workers get the orders in the plan)."""
 
-    def __init__(self, root: Path, log: EventLog) -> None:
+    def __init__(self, root: Path, log: EventLog, project_dir: Path | None = None) -> None:
         self.path = root / "secret" / "order.key"
         self.log = log
+        self.project_dir = project_dir  # to say the way on with the project's path
 
     def recorded(self) -> str | None:
         found = self.log.of_kinds(ORDER_SECRET_CREATED)
         if found and not set(NAMES) <= set(found[0].get("names") or ()):
-            raise OrderSecretError(
-                f"run {self.path.parent.parent.name} was made by an older pytest-capevolve, which named "
-                "its rollout files (rollouts/<split>/<task>__<tag>__t<k>.json), or the folders candidates "
-                "ran from, by tag: candidate code could find a record, or its own tag, by name. Its layout "
-                "is not read; start a new run (`pytest --capevolve-run PROJECT --capevolve-new-run`, or "
+            said = (
+                f"run {self.path.parent.parent.name} was made by an older pytest-capevolve, which named its "
+                "rollout files (rollouts/<split>/<task>__<tag>__t<k>.json), or the folders candidates ran "
+                "from, by tag: candidate code could find a record, or its own tag, by name. Its layout is "
+                "not read; start a new run (`pytest --capevolve-run PROJECT --capevolve-new-run`, or "
                 "`capevolve hill-climb PROJECT --new-run`)"
             )
+            raise OrderSecretError(pasteable(said, self.project_dir))
         return str(found[0]["sha256"]) if found else None
 
     def create(self) -> None:
